@@ -1,0 +1,73 @@
+"""Named sizes of the demo model (LlamaForCausalLM) and their training defaults."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from transformers import LlamaConfig
+
+# Every linear in_features is divisible by 32 (the default AWQ/W4A16 group size).
+SIZES: dict[str, dict[str, Any]] = {
+    "tiny": {
+        "vocab_size": 1024,
+        "hidden_size": 64,
+        "intermediate_size": 128,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 2,
+        "num_key_value_heads": 2,
+        "max_position_embeddings": 1024,
+        # training defaults
+        "max_len": 512,
+        "steps": 150,
+        "lr": 5e-3,
+        "batch_size": 4,
+    },
+    "default": {
+        "vocab_size": 6000,
+        "hidden_size": 256,
+        "intermediate_size": 768,
+        "num_hidden_layers": 4,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 4,
+        "max_position_embeddings": 2048,
+        "max_len": 1024,
+        "steps": 600,
+        "lr": 2e-3,
+        "batch_size": 8,
+    },
+}
+
+MODEL_KEYS = (
+    "hidden_size",
+    "intermediate_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "max_position_embeddings",
+)
+
+
+def get_size(size: str) -> dict[str, Any]:
+    try:
+        return dict(SIZES[size])
+    except KeyError:
+        raise ValueError(f"unknown demo size {size!r}; known: {sorted(SIZES)}") from None
+
+
+def llama_config(size: str, tokenizer) -> LlamaConfig:
+    spec = get_size(size)
+    ids = {t: tokenizer.convert_tokens_to_ids(t) for t in ("<|im_end|>", "<|pad|>", "<|im_start|>")}
+    return LlamaConfig(
+        vocab_size=len(tokenizer),
+        **{k: spec[k] for k in MODEL_KEYS},
+        hidden_act="silu",
+        rms_norm_eps=1e-5,
+        rope_theta=10000.0,
+        tie_word_embeddings=False,
+        attention_bias=False,
+        mlp_bias=False,
+        bos_token_id=ids["<|im_start|>"],
+        eos_token_id=ids["<|im_end|>"],
+        pad_token_id=ids["<|pad|>"],
+        initializer_range=0.02,
+    )

@@ -1,0 +1,131 @@
+"""Byte-level BPE tokenizer for the demo model, with the flatscore chat template."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from copy import deepcopy
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+from transformers import PreTrainedTokenizerFast
+
+CHAT_TEMPLATE_PATH = Path(__file__).with_name("chat_template.jinja")
+
+IM_START, IM_END, PAD, EOT = "<|im_start|>", "<|im_end|>", "<|pad|>", "<|endoftext|>"
+TOOL_CALL_START, TOOL_CALL_END = "<tool_call>", "</tool_call>"
+TOOL_RESPONSE_START, TOOL_RESPONSE_END = "<tool_response>", "</tool_response>"
+
+# Control tokens: special (skipped by decode(skip_special_tokens=True)).
+CONTROL_TOKENS = [EOT, IM_START, IM_END, PAD]
+# Tool markers: single added tokens that are never split, but (as in Qwen/Hermes tokenizers)
+# NOT flagged "special", so they survive decode(skip_special_tokens=True) and a Hermes parser
+# (vLLM --tool-call-parser hermes) still sees them in the decoded text.
+TOOL_TOKENS = [TOOL_CALL_START, TOOL_CALL_END, TOOL_RESPONSE_START, TOOL_RESPONSE_END]
+ALL_MARKERS = CONTROL_TOKENS + TOOL_TOKENS
+
+
+@lru_cache(maxsize=1)
+def chat_template() -> str:
+    return CHAT_TEMPLATE_PATH.read_text(encoding="utf-8")
+
+
+def normalize_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Copy of `messages` with OpenAI tool-call `arguments` JSON strings parsed into dicts.
+
+    The template renders dict arguments as compact JSON (json.dumps default separators) and
+    string arguments verbatim; parsing first makes every rendering of the same call identical.
+    Unparseable argument strings are left as they are.
+    """
+    out = deepcopy(messages)
+    for m in out:
+        for tc in m.get("tool_calls") or []:
+            fn = tc.get("function", tc)
+            args = fn.get("arguments")
+            if isinstance(args, str):
+                try:
+                    fn["arguments"] = json.loads(args) if args.strip() else {}
+                except json.JSONDecodeError:
+                    pass
+    return out
+
+
+def render_conversation(
+    messages: list[dict[str, Any]],
+    tools: list[dict[str, Any]] | None = None,
+    *,
+    add_generation_prompt: bool = False,
+    with_spans: bool = False,
+) -> str | tuple[str, list[tuple[int, int]]]:
+    """Render through the demo chat template without needing a tokenizer.
+
+    With `with_spans`, also return the character spans of assistant-generated text
+    (content, tool calls and the closing <|im_end|>), i.e. what the loss is computed on.
+    """
+    from transformers.utils.chat_template_utils import render_jinja_template
+
+    rendered, spans = render_jinja_template(
+        conversations=[normalize_messages(messages)],
+        tools=tools or None,
+        chat_template=chat_template(),
+        return_assistant_tokens_mask=with_spans,
+        add_generation_prompt=add_generation_prompt,
+    )
+    if with_spans:
+        return rendered[0], [tuple(s) for s in spans[0]]
+    return rendered[0]
+
+
+def _strip_markers(text: str) -> str:
+    for t in ALL_MARKERS:
+        text = text.replace(t, " ")
+    return text
+
+
+def train_tokenizer(
+    texts: Iterable[str], vocab_size: int = 6000, min_frequency: int = 2
+) -> PreTrainedTokenizerFast:
+    """Train a byte-level BPE on `texts` and wrap it with the chat template."""
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    tok.decoder = decoders.ByteLevel()
+    tok.post_processor = processors.ByteLevel(trim_offsets=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        min_frequency=min_frequency,
+        special_tokens=CONTROL_TOKENS,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    # Markers are added as whole tokens below; keep them out of the merges.
+    tok.train_from_iterator((_strip_markers(t) for t in texts), trainer=trainer)
+    tok.add_tokens([AddedToken(t, special=False, normalized=False) for t in TOOL_TOKENS])
+    return wrap_tokenizer(tok)
+
+
+def wrap_tokenizer(tok: Tokenizer) -> PreTrainedTokenizerFast:
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        eos_token=IM_END,
+        pad_token=PAD,
+        bos_token=None,
+        unk_token=None,
+        model_max_length=2048,
+        padding_side="left",
+        clean_up_tokenization_spaces=False,
+    )
+    fast.chat_template = chat_template()
+    return fast
+
+
+def special_token_ids(tokenizer) -> dict[str, int]:
+    """Marker -> token id, checking each marker is exactly one token."""
+    out = {}
+    for t in ALL_MARKERS:
+        ids = tokenizer.encode(t, add_special_tokens=False)
+        if len(ids) != 1:
+            raise ValueError(f"marker {t!r} is not a single token: {ids}")
+        out[t] = ids[0]
+    return out
