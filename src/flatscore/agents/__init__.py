@@ -1,0 +1,1 @@
+"""Agents (expert, noisy expert, LLM) and user simulators (scripted, LLM)."""

@@ -1,0 +1,108 @@
+"""What an episode is made of and what it leaves behind: channels, terminations, the record.
+
+An episode record is one JSON object (one line of a cell's ``episodes.jsonl``). Everything
+the analysis needs is in it; the ``timing`` block is the only part that may differ between
+two runs of the same seed, so :func:`canonical_without_timing` is what reproducibility
+tests compare byte for byte.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from enum import Enum
+from typing import Any
+
+SCHEMA_VERSION = 1
+
+
+class Channel(str, Enum):
+    """Exactly one channel per error. ``hallucinated_tool`` = invented_tool + other_side_tool."""
+
+    INVENTED_TOOL = "invented_tool"  # the name exists nowhere in the domain
+    OTHER_SIDE_TOOL = "other_side_tool"  # the name is the other party's tool (telecom user tools)
+    MALFORMED_CALL = "malformed_call"  # looked like a tool call, did not parse
+    INVALID_ARGUMENTS = "invalid_arguments"  # unknown/missing argument or wrong type
+    TOOL_ERROR = "tool_error"  # the agent's tool raised a domain error
+    USER_TOOL_ERROR = "user_tool_error"  # the user's own tool failed (dual control)
+
+
+CHANNELS: tuple[str, ...] = tuple(c.value for c in Channel)
+HALLUCINATION_CHANNELS: tuple[str, ...] = (Channel.INVENTED_TOOL.value, Channel.OTHER_SIDE_TOOL.value)
+
+
+class Termination(str, Enum):
+    USER_STOP = "user_stop"
+    AGENT_STOP = "agent_stop"
+    MAX_STEPS = "max_steps"
+    TOO_MANY_ERRORS = "too_many_errors"
+    #: tau2_compat only: tau2 lets an unparseable call crash the episode and drops it from the score.
+    MALFORMED_DROPPED = "malformed_dropped"
+    #: Inference infrastructure failed (server down, timeout): excluded from the score, reported beside it.
+    INFRASTRUCTURE_ERROR = "infrastructure_error"
+
+
+#: Terminations under which the episode is graded at all (others score 0, as in tau2).
+GRADED_TERMINATIONS = frozenset({Termination.USER_STOP.value, Termination.AGENT_STOP.value})
+#: Terminations that are not the model's doing: excluded from the score and counted beside it.
+UNSCORED_TERMINATIONS = frozenset({Termination.MALFORMED_DROPPED.value, Termination.INFRASTRUCTURE_ERROR.value})
+
+
+@dataclass
+class ErrorEvent:
+    step: int
+    channel: str
+    side: str
+    tool: str
+    detail: str
+    counted: bool  # whether it was added to the error-budget counter
+
+
+@dataclass
+class EpisodeRecord:
+    task_id: str
+    trial: int
+    seed: int
+    domain: str
+    budget: int
+    repair: bool
+    termination: str
+    reward: float
+    scored: bool
+    reward_info: dict[str, Any]
+    errors_counted: int
+    channels: dict[str, int]
+    error_events: list[ErrorEvent]
+    agent_tool_calls: int
+    user_tool_calls: int
+    steps: int
+    messages: list[dict[str, Any]]
+    usage: dict[str, int] = field(default_factory=dict)
+    timing: dict[str, float] = field(default_factory=dict)
+    cell: str = ""
+    tau2_compat: bool = False
+    schema: int = SCHEMA_VERSION
+
+    @property
+    def key(self) -> str:
+        return episode_key(self.task_id, self.trial)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+
+
+def episode_key(task_id: str, trial: int) -> str:
+    return f"{task_id}#{trial}"
+
+
+def canonical_without_timing(record: dict[str, Any]) -> str:
+    """The record as canonical JSON, minus wall-clock timing: equal seeds give equal strings."""
+    stripped = {k: v for k, v in record.items() if k != "timing"}
+    return json.dumps(stripped, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+
+
+def empty_channel_counts() -> dict[str, int]:
+    return {name: 0 for name in CHANNELS}

@@ -1,0 +1,125 @@
+"""Rewards as tau2-bench computes them, plus pass^k.
+
+The reward is the product of the task's ``reward_basis`` components:
+
+* ``DB``: the final agent+user database digest equals the gold one, obtained by replaying
+  the task's ground-truth actions in a fresh environment;
+* ``ENV_ASSERTION``: the task's assertions on the final state (telecom's device) hold;
+* ``COMMUNICATE``: every ``communicate_info`` string occurs in some agent message
+  (case-insensitive, commas ignored);
+* ``ACTION``: every ground-truth action was made by its requestor with matching arguments
+  (``compare_args`` restricts the comparison to those arguments);
+* ``NL_ASSERTION``: needs an LLM judge. Without one it is skipped and listed under
+  ``skipped`` in the reward info, so results always say what they were scored on.
+
+Any termination other than a user or agent stop scores 0.
+"""
+
+from __future__ import annotations
+
+import json
+from math import comb
+from typing import Any, Callable, Iterable, Sequence
+
+from ..domains.base import Domain
+from ..domains.environment import Environment
+from ..domains.tasks import Action, Task
+from .records import GRADED_TERMINATIONS, Termination
+
+NLJudge = Callable[[Task, list[dict[str, Any]], list[str]], list[bool]]
+
+
+def _norm(text: str) -> str:
+    return text.lower().replace(",", "")
+
+
+def _args_match(gold: Action, made: dict[str, Any]) -> bool:
+    keys = gold.compare_args if gold.compare_args is not None else list(gold.arguments)
+    return all(json.dumps(gold.arguments.get(k), sort_keys=True) == json.dumps(made.get(k), sort_keys=True) for k in keys)
+
+
+def successful_calls(trajectory: Iterable[dict[str, Any]]) -> list[tuple[str, str, dict[str, Any]]]:
+    """(side, name, arguments) of every call whose result was not an error."""
+    pending: dict[str, tuple[str, str, dict[str, Any]]] = {}
+    made = []
+    for entry in trajectory:
+        if entry.get("tool_calls"):
+            side = "assistant" if entry["role"] == "assistant" else "user"
+            for call in entry["tool_calls"]:
+                try:
+                    args = json.loads(call["function"]["arguments"])
+                except (TypeError, ValueError):
+                    args = None
+                if isinstance(args, dict):
+                    pending[call["id"]] = (side, call["function"]["name"], args)
+        elif entry.get("role") == "tool" and not entry.get("error") and entry.get("tool_call_id") in pending:
+            made.append(pending.pop(entry["tool_call_id"]))
+    return made
+
+
+class Evaluator:
+    """Scores episodes of one domain; gold digests are computed once per task and cached."""
+
+    def __init__(self, domain: Domain, judge: NLJudge | None = None) -> None:
+        self.domain = domain
+        self.judge = judge
+        self._gold: dict[str, str] = {}
+
+    def gold_hash(self, task: Task) -> str:
+        if task.id not in self._gold:
+            env = self.domain.environment_for(task)
+            for action in task.actions:
+                env.invoke(action.requestor, action.name, action.arguments)
+            self._gold[task.id] = env.state_hash()
+        return self._gold[task.id]
+
+    def evaluate(self, task: Task, env: Environment, trajectory: Sequence[dict[str, Any]], termination: Termination) -> dict[str, Any]:
+        criteria = task.evaluation_criteria
+        basis = list(criteria.reward_basis) if criteria else []
+        info: dict[str, Any] = {"reward_basis": basis, "components": {}, "skipped": []}
+        if termination.value not in GRADED_TERMINATIONS:
+            info["reward"] = 0.0
+            info["note"] = f"termination {termination.value} scores 0"
+            return info
+        reward = 1.0
+        for component in basis:
+            if component == "DB":
+                value = float(env.state_hash() == self.gold_hash(task))
+            elif component == "ENV_ASSERTION":
+                checks = env.check_assertions(criteria.env_assertions or [])
+                info["env_assertions"] = checks
+                value = float(all(c["met"] for c in checks))
+            elif component == "COMMUNICATE":
+                said = [_norm(m.get("content") or "") for m in trajectory if m.get("role") == "assistant"]
+                wanted = criteria.communicate_info or []
+                found = [any(_norm(w) in s for s in said) for w in wanted]
+                info["communicate"] = dict(zip(wanted, found))
+                value = float(all(found))
+            elif component == "ACTION":
+                made = successful_calls(trajectory)
+                matched = [
+                    any(side == gold.requestor and name == gold.name and _args_match(gold, args) for side, name, args in made)
+                    for gold in task.actions
+                ]
+                info["actions_matched"] = matched
+                value = float(all(matched))
+            elif component in ("NL_ASSERTION", "NL_ASSERTIONS"):
+                if self.judge is None or not (criteria.nl_assertions or []):
+                    info["skipped"].append(component)
+                    continue
+                verdicts = self.judge(task, list(trajectory), list(criteria.nl_assertions or []))
+                value = float(all(verdicts))
+            else:  # pragma: no cover - guarded by the task model's Literal
+                raise ValueError(f"unknown reward component {component}")
+            info["components"][component] = value
+            reward *= value
+        info["reward"] = reward
+        return info
+
+
+def pass_hat_k(successes_per_task: Sequence[tuple[int, int]], k: int) -> float:
+    """tau-bench's pass^k: mean over tasks of C(c, k) / C(n, k), tasks with n >= k only."""
+    values = [comb(c, k) / comb(n, k) for c, n in successes_per_task if n >= k]
+    if not values:
+        return float("nan")
+    return sum(values) / len(values)
