@@ -255,6 +255,20 @@ def test_generator_deterministic_and_fast(tmp_path: Path, gen_dir: Path) -> None
     assert (other / "tasks.json").read_bytes() != (gen_dir / "tasks.json").read_bytes()
 
 
+def test_generator_parameters(tmp_path: Path) -> None:
+    small = TelecomDomain(TelecomDomain.generate(tmp_path / "small", seed=3, n_tasks=10, eval_fraction=0.5))
+    assert len(small.tasks()) == 10 and len(small.tasks("test")) == 5
+    with pytest.raises(ValueError):
+        TelecomDomain.generate(tmp_path / "bad", seed=3, eval_fraction=1.5)
+
+
+def test_customer_lookup_by_name(env: TelecomEnvironment) -> None:
+    customer = env.customer  # type: ignore[attr-defined]
+    found = env.invoke("assistant", "get_customer_by_name", {"full_name": customer.full_name.upper(), "dob": customer.date_of_birth})
+    assert [c.customer_id for c in found] == [customer.customer_id]
+    assert env.invoke("assistant", "get_customer_by_name", {"full_name": customer.full_name, "dob": "1900-01-01"}) == []
+
+
 def test_generated_layout_and_split(gen_dir: Path) -> None:
     domain = TelecomDomain(gen_dir)
     tasks = domain.tasks()

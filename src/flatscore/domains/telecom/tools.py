@@ -8,6 +8,7 @@ they are plain public methods, reachable through ``Environment.run_env_function`
 from __future__ import annotations
 
 import datetime
+import unicodedata
 from typing import Any
 
 from ..toolkit import ToolError, Toolkit, tool
@@ -23,6 +24,12 @@ from .data_model import (
     Plan,
     TelecomDB,
 )
+
+
+def _fold(name: str) -> str:
+    """Case- and accent-insensitive form of a name."""
+    decomposed = unicodedata.normalize("NFKD", name)
+    return " ".join("".join(ch for ch in decomposed if not unicodedata.combining(ch)).casefold().split())
 
 
 def _digits(phone_number: str) -> str:
@@ -150,8 +157,8 @@ class TelecomTools(Toolkit):
     @tool
     def get_customer_by_name(self, full_name: str, dob: str) -> list[Customer]:
         """Search customers by full name and date of birth (YYYY-MM-DD). May return several or none."""
-        wanted = full_name.casefold().strip()
-        return [c for c in self.db.customers if c.full_name.casefold() == wanted and c.date_of_birth == dob]
+        wanted = _fold(full_name)
+        return [c for c in self.db.customers if _fold(c.full_name) == wanted and c.date_of_birth == dob]
 
     @tool
     def get_details_by_id(self, id: str) -> Customer | Line | Device | Bill | Plan:
