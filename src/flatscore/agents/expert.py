@@ -59,13 +59,10 @@ class ExpertAgent(Agent):
         self._states.pop(episode_id, None)
 
     def _advance(self, state: _PlanState, view: AgentView) -> None:
-        """Move past the last real action if it went through (the last message says so)."""
-        if state.last is None or state.last[0] != "action":
-            return
-        last = view.messages[-1] if view.messages else {}
-        if last.get("role") == "tool" and str(last.get("content", "")).startswith("Error"):
-            return  # the call failed: repeat it
-        state.next_action = state.last[1] + 1
+        """Move past the last real action. A ground-truth action that fails is not retried:
+        tau2's gold replay ignores such failures too (its data holds a few)."""
+        if state.last is not None and state.last[0] == "action":
+            state.next_action = state.last[1] + 1
 
     def _act(self, action: Action, index: int, state: _PlanState, turn: int) -> TurnOutput:
         state.last = ("action", index)

@@ -247,8 +247,10 @@ class Episode:
     def _handle_agent(self, out: TurnOutput) -> str:
         if out.malformed is not None:
             raw = out.raw or ""
-            self._log({"role": "assistant", "content": raw, "error": True, "channel": Channel.MALFORMED_CALL.value,
-                       "parse_error": out.malformed})
+            entry = {"role": "assistant", "content": raw, "parse_error": out.malformed}
+            if self.settings.tau2_compat:  # the raw output is the error itself: nothing follows it
+                entry.update(error=True, channel=Channel.MALFORMED_CALL.value)
+            self._log(entry)
             if self.settings.tau2_compat:
                 self.channels[Channel.MALFORMED_CALL.value] += 1
                 self.events.append(ErrorEvent(self.steps, Channel.MALFORMED_CALL.value, "assistant", "", out.malformed, False))

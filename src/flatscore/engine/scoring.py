@@ -63,15 +63,27 @@ class Evaluator:
     def __init__(self, domain: Domain, judge: NLJudge | None = None) -> None:
         self.domain = domain
         self.judge = judge
-        self._gold: dict[str, str] = {}
+        self._gold: dict[str, tuple[str, int]] = {}
 
-    def gold_hash(self, task: Task) -> str:
+    def _replay(self, task: Task) -> tuple[str, int]:
+        """Replay the ground truth; like tau2, an action that errors leaves the state as it is."""
         if task.id not in self._gold:
             env = self.domain.environment_for(task)
+            failed = 0
             for action in task.actions:
-                env.invoke(action.requestor, action.name, action.arguments)
-            self._gold[task.id] = env.state_hash()
+                try:
+                    env.invoke(action.requestor, action.name, action.arguments)
+                except Exception:  # tau2's own data holds a few such actions (e.g. a product id that does not exist)
+                    failed += 1
+            self._gold[task.id] = (env.state_hash(), failed)
         return self._gold[task.id]
+
+    def gold_hash(self, task: Task) -> str:
+        return self._replay(task)[0]
+
+    def gold_errors(self, task: Task) -> int:
+        """How many of the task's ground-truth actions themselves fail when replayed."""
+        return self._replay(task)[1]
 
     def evaluate(self, task: Task, env: Environment, trajectory: Sequence[dict[str, Any]], termination: Termination) -> dict[str, Any]:
         criteria = task.evaluation_criteria

@@ -1,0 +1,67 @@
+"""Cell identity and the files a cell leaves: ``cell.json``, ``episodes.jsonl``, ``metrics.json``.
+
+A cell is (model, precision, domain, budget, repair, trials, seed, ...). Its identity hash
+covers everything that can change its results — the cell's settings, the model manifest
+hash, the task data digest and the code version — so a rerun finds finished work again and
+a change anywhere that matters gives a new identity instead of mixing results.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from .. import __version__
+
+#: Keys that never enter the identity (they describe where/how, not what).
+NON_IDENTITY_KEYS = frozenset({"cell_hash", "study", "max_in_flight", "progress", "created_at"})
+
+
+def code_version() -> str:
+    """The package version plus, where available, the git commit of the source tree."""
+    return __version__
+
+
+def cell_hash(identity: dict[str, Any]) -> str:
+    material = {k: v for k, v in sorted(identity.items()) if k not in NON_IDENTITY_KEYS}
+    canonical = json.dumps(material, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+def data_digest(data_dir: Path) -> str:
+    """Digest of a domain data folder's files (names and bytes)."""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in Path(data_dir).rglob("*") if p.is_file()):
+        digest.update(path.relative_to(data_dir).as_posix().encode())
+        digest.update(hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()[:16]
+
+
+def write_json_atomic(path: Path, payload: Any) -> None:
+    """Write JSON via a temp file and rename, so readers never see half a file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(payload, handle, indent=2, sort_keys=True, default=str)
+            handle.write("\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def episodes_sha256(path: Path) -> str:
+    """Content checksum of a cell's episodes file (what integrity checks compare)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
