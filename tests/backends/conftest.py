@@ -31,19 +31,7 @@ CHAT_TEMPLATE = (
 )
 
 # What `transformers serve` needs to parse tool calls of a non-Qwen model (see backends/serve.py).
-RESPONSE_TEMPLATE = {
-    "defaults": {"role": "assistant"},
-    "fields": {
-        "tool_calls": {
-            "open_pattern": r"\s*<tool_call>",
-            "close": "</tool_call>",
-            "repeats": True,
-            "content": "json",
-            "transform": {"type": "function", "function": "{content}"},
-        },
-        "content": {"close_pattern": r"\s*(?:<\|im_end\|>|<\|endoftext\|>)", "content": "text"},
-    },
-}
+from flatscore.backends.serve import HERMES_RESPONSE_TEMPLATE as RESPONSE_TEMPLATE  # noqa: E402
 
 SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<tool_call>", "</tool_call>"]
 
@@ -115,9 +103,117 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+FAKE_SERVER = r"""
+import argparse, json, os, signal, subprocess, sys, threading, time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+ap = argparse.ArgumentParser()
+ap.add_argument("--port", type=int, required=True)
+ap.add_argument("--mode", default="ok")  # ok | 500 | hang | badjson | nohealth | flaky500
+ap.add_argument("--log", required=True)
+ap.add_argument("--delay", type=float, default=0.0)
+ap.add_argument("--child-pid-file")
+ap.add_argument("--ignore-term", action="store_true")
+a = ap.parse_args()
+if a.ignore_term:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+if a.child_pid_file:
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    open(a.child_pid_file, "w").write(str(child.pid))
+lock = threading.Lock()
+hits = {"n": 0}
+
+def log(line):
+    with lock, open(a.log, "a") as f:
+        f.write(line + "\n")
+        f.flush()
+
+class H(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def log_message(self, *args):
+        pass
+    def _send(self, code, payload, ctype="application/json"):
+        data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+        self.wfile.flush()
+    def do_GET(self):
+        if self.path == "/health" and a.mode != "nohealth":
+            return self._send(200, {"status": "ok"})
+        if self.path == "/v1/models":
+            return self._send(200, {"object": "list", "data": [{"id": "fake"}]})
+        self._send(404, {"error": "not found"})
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+        rid = self.headers.get("X-Request-Id", "?")
+        auth = self.headers.get("Authorization", "")
+        log("recv " + rid + " auth=" + ("yes" if auth else "no"))
+        with lock:
+            hits["n"] += 1
+            n = hits["n"]
+        if a.mode == "500" or (a.mode == "flaky500" and n % 2 == 1):
+            return self._send(500, {"error": "boom"})
+        if a.mode == "hang":
+            time.sleep(3600)
+        if a.mode == "badjson":
+            return self._send(200, b"{not json", "application/json")
+        time.sleep(a.delay)
+        last = body["messages"][-1]["content"]
+        message = {"role": "assistant", "content": "echo:" + last}
+        if body.get("tools"):
+            name = body["tools"][0]["function"]["name"]
+            message["tool_calls"] = [{"id": "srv0", "type": "function", "function": {"name": name, "arguments": json.dumps({"seed": body.get("seed")})}}]
+        payload = {"id": rid, "object": "chat.completion", "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+                   "usage": {"prompt_tokens": 10, "completion_tokens": 3, "total_tokens": 13, "prompt_tokens_details": {"cached_tokens": 4}}}
+        log("done " + rid)
+        self._send(200, payload)
+
+srv = ThreadingHTTPServer(("127.0.0.1", a.port), H)
+srv.daemon_threads = True
+print("listening", a.port, flush=True)
+srv.serve_forever()
+"""
+
+
 @pytest.fixture
-def python_exe() -> str:
-    return sys.executable
+def fake_server_script(tmp_path) -> Path:
+    path = tmp_path / "fake_openai_server.py"
+    path.write_text(FAKE_SERVER)
+    return path
 
 
-__all__ = ["build_tiny_model", "free_port", "json", "os"]
+@pytest.fixture
+def fake_server(fake_server_script, tmp_path):
+    """Factory: ``fake_server(mode, *extra_args) -> (command, request_log_path)``."""
+    count = {"n": 0}
+
+    def make(mode: str = "ok", *extra: str):
+        count["n"] += 1
+        log = tmp_path / f"requests{count['n']}.log"
+        cmd = [sys.executable, str(fake_server_script), "--port", "{port}", "--mode", mode, "--log", str(log), *extra]
+        return cmd, log
+
+    return make
+
+
+@pytest.fixture
+def alive():
+    return process_alive
+
+
+def process_alive(pid: int) -> bool:
+    """True if ``pid`` runs (a zombie counts as dead)."""
+    try:
+        state = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    for line in state.splitlines():
+        if line.startswith("State:"):
+            return "Z" not in line.split()[1]
+    return True
+
+
+__all__ = ["build_tiny_model", "free_port", "json", "os", "process_alive"]

@@ -1,0 +1,201 @@
+"""An OpenAI-compatible chat-completions client (vLLM, ``transformers serve``, llama.cpp...).
+
+Each :class:`ModelRequest` becomes one ``POST {base_url}/v1/chat/completions`` with the
+messages, the tools (``tool_choice: "auto"`` when there are tools), ``seed``,
+``max_tokens`` and ``temperature``; ``extra_body`` is merged into every body (e.g. vLLM's
+``{"top_k": 1}`` or ``chat_template_kwargs``). Up to ``max_in_flight`` requests are on the
+wire at once (a thread pool over one pooled ``httpx.Client``), answers come back in order.
+
+The answer keeps ``choices[0].message.content`` as ``text`` and the server's parsed
+``tool_calls`` (e.g. vLLM ``--tool-call-parser hermes``) as ``tool_calls``, so the agent can
+use them or parse the text itself; ``usage`` fills the token counts (``prefill_tokens`` =
+prompt tokens minus ``usage.prompt_tokens_details.cached_tokens`` when the server reports it).
+
+Failures: connection errors, timeouts, HTTP 5xx / 429 and unusable bodies (not JSON, no
+``choices``) are retried with exponential backoff (``backoff_s * 2**attempt``, at most
+``max_retries`` retries); then :class:`InfrastructureError`. Other 4xx answers are not
+retried (the request itself is wrong) and raise InfrastructureError at once. Every attempt
+of one request carries the same ``X-Request-Id`` header so a server's logs can tell retries
+from new requests.
+
+The API key is read from the environment variable named by ``api_key_env`` (no key: no
+``Authorization`` header); it is never logged, never in ``describe()`` or ``repr()``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import httpx
+
+from .base import Backend, InfrastructureError, ModelRequest, ModelResponse
+
+_RETRY_STATUS = {408, 409, 425, 429}
+
+
+class _Retryable(Exception):
+    pass
+
+
+class OpenAIBackend(Backend):
+    name = "openai"
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        api_key_env: str = "OPENAI_API_KEY",
+        max_in_flight: int = 8,
+        timeout_s: float = 60.0,
+        max_retries: int = 5,
+        backoff_s: float = 0.5,
+        temperature: float = 0.0,
+        extra_body: dict[str, Any] | None = None,
+        max_backoff_s: float = 30.0,
+    ) -> None:
+        base = base_url.rstrip("/")
+        if base.endswith("/v1"):
+            base = base[: -len("/v1")]
+        self.base_url = base
+        self.model = model
+        self.api_key_env = api_key_env
+        self.__api_key = os.environ.get(api_key_env) if api_key_env else None
+        self.max_in_flight = max(1, int(max_in_flight))
+        self.timeout_s = float(timeout_s)
+        self.max_retries = max(0, int(max_retries))
+        self.backoff_s = float(backoff_s)
+        self.max_backoff_s = float(max_backoff_s)
+        self.temperature = float(temperature)
+        self.extra_body = dict(extra_body or {})
+        headers = {"Content-Type": "application/json"}
+        if self.__api_key:
+            headers["Authorization"] = f"Bearer {self.__api_key}"
+        self._client = httpx.Client(
+            headers=headers,
+            timeout=httpx.Timeout(self.timeout_s, connect=min(10.0, self.timeout_s)),
+            limits=httpx.Limits(max_connections=self.max_in_flight, max_keepalive_connections=self.max_in_flight),
+        )
+        self._pool = ThreadPoolExecutor(max_workers=self.max_in_flight, thread_name_prefix="openai-backend")
+        self._lock = threading.Lock()
+        #: attempts made in total (first tries + retries), for tests and monitoring
+        self.attempts = 0
+        self.retries = 0
+
+    def __repr__(self) -> str:
+        return f"OpenAIBackend(base_url={self.base_url!r}, model={self.model!r})"
+
+    # ----- request building -----
+
+    def body(self, request: ModelRequest) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": request.messages,
+            "max_tokens": int(request.max_new_tokens),
+            "temperature": self.temperature,
+            "seed": int(request.seed),
+            "stream": False,
+        }
+        if request.tools:
+            body["tools"] = request.tools
+            body["tool_choice"] = "auto"
+        body.update(self.extra_body)
+        return body
+
+    @staticmethod
+    def request_id(request: ModelRequest, body: dict[str, Any]) -> str:
+        digest = hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()[:16]
+        return f"{request.cache_key or 'req'}-{request.seed}-{digest}"
+
+    # ----- the call -----
+
+    def _once(self, body: dict[str, Any], rid: str) -> ModelResponse:
+        t0 = time.perf_counter()
+        try:
+            r = self._client.post(self.base_url + "/v1/chat/completions", json=body, headers={"X-Request-Id": rid})
+        except httpx.HTTPError as exc:  # connect/read errors, timeouts, protocol errors
+            raise _Retryable(f"{type(exc).__name__}: {exc}") from exc
+        if r.status_code >= 500 or r.status_code in _RETRY_STATUS:
+            raise _Retryable(f"HTTP {r.status_code}: {r.text[:200]}")
+        if r.status_code >= 400:
+            raise InfrastructureError(f"{self.base_url}: HTTP {r.status_code} (not retried): {r.text[:500]}")
+        try:
+            data = r.json()
+            message = data["choices"][0]["message"]
+            if not isinstance(message, dict):
+                raise TypeError("message is not an object")
+        except (ValueError, KeyError, IndexError, TypeError) as exc:
+            raise _Retryable(f"unusable response body ({exc}): {r.text[:200]}") from exc
+        usage = data.get("usage") or {}
+        prompt = int(usage.get("prompt_tokens") or 0)
+        cached = int(((usage.get("prompt_tokens_details") or {}).get("cached_tokens")) or 0)
+        tool_calls = message.get("tool_calls") or None
+        if tool_calls is not None and not isinstance(tool_calls, list):
+            tool_calls = [tool_calls]
+        return ModelResponse(
+            text=message.get("content") or "",
+            tool_calls=tool_calls,
+            prompt_tokens=prompt,
+            completion_tokens=int(usage.get("completion_tokens") or 0),
+            prefill_tokens=max(0, prompt - cached),
+            seconds=time.perf_counter() - t0,
+        )
+
+    def _call(self, request: ModelRequest) -> ModelResponse:
+        body = self.body(request)
+        rid = self.request_id(request, body)
+        last = "no attempt"
+        for attempt in range(self.max_retries + 1):
+            with self._lock:
+                self.attempts += 1
+                if attempt:
+                    self.retries += 1
+            try:
+                return self._once(body, rid)
+            except _Retryable as exc:
+                last = str(exc)
+            if attempt < self.max_retries:
+                time.sleep(min(self.backoff_s * (2**attempt), self.max_backoff_s))
+        raise InfrastructureError(
+            f"{self.base_url}: request failed after {self.max_retries + 1} attempts; last error: {last}"
+        )
+
+    def generate(self, requests: list[ModelRequest]) -> list[ModelResponse]:
+        if not requests:
+            return []
+        futures = [self._pool.submit(self._call, r) for r in requests]
+        results: list[ModelResponse] = []
+        errors: list[BaseException] = []
+        for f in futures:
+            try:
+                results.append(f.result())
+            except BaseException as exc:  # noqa: BLE001 - collected, re-raised below
+                errors.append(exc)
+        if errors:
+            first = errors[0]
+            if isinstance(first, InfrastructureError):
+                raise InfrastructureError(f"{len(errors)}/{len(requests)} requests failed: {first}") from first
+            raise InfrastructureError(f"{len(errors)}/{len(requests)} requests failed: {first!r}") from first
+        return results
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
+        self._client.close()
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "backend": self.name,
+            "base_url": self.base_url,
+            "model": self.model,
+            "temperature": self.temperature,
+            "max_in_flight": self.max_in_flight,
+            "extra_body": {k: v for k, v in self.extra_body.items() if "key" not in k.lower()},
+        }
+
+
+__all__ = ["OpenAIBackend"]
