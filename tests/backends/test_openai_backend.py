@@ -1,0 +1,156 @@
+"""OpenAIBackend against real server processes: transformers serve, and a stdlib fault server."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+
+import pytest
+
+from flatscore.agents.toolcall_parser import parse_openai
+from flatscore.backends.base import InfrastructureError, ModelRequest
+from flatscore.backends.openai_backend import OpenAIBackend
+from flatscore.backends.serve import ManagedServer, transformers_serve_command, transformers_serve_env
+
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_order_details",
+            "description": "Look up an order",
+            "parameters": {"type": "object", "properties": {"order_id": {"type": "string"}}, "required": ["order_id"]},
+        },
+    }
+]
+
+
+def _reqs(n: int, tools=None) -> list[ModelRequest]:
+    return [
+        ModelRequest(messages=[{"role": "user", "content": f"msg{i}"}], tools=tools or [], seed=i, cache_key=f"ep{i}:agent")
+        for i in range(n)
+    ]
+
+
+def test_transformers_serve_with_tools(tiny_model_dir, tmp_path):
+    """The real `transformers serve` on the tiny model dir answers a request with tools."""
+    from flatscore.backends.transformers_backend import TransformersBackend
+
+    cmd = transformers_serve_command(str(tiny_model_dir))
+    with ManagedServer(
+        cmd, log_path=tmp_path / "serve.log", env=transformers_serve_env(tmp_path / "hub"), startup_timeout_s=150
+    ) as srv:
+        backend = OpenAIBackend(srv.base_url, model=str(tiny_model_dir), max_retries=1, timeout_s=60)
+        req = ModelRequest(messages=[{"role": "user", "content": "Where is my order #W123?"}], tools=TOOLS, max_new_tokens=8)
+        [resp] = backend.generate([req])
+        backend.close()
+    assert resp.completion_tokens >= 1 and resp.prompt_tokens > 0
+    assert resp.error is None
+    # The server rendered the same chat template (tools included) as the in-process backend.
+    local = TransformersBackend(tiny_model_dir)
+    assert resp.prompt_tokens == len(local.render(req))
+    turn = parse_openai(resp.text, resp.tool_calls, turn=0)
+    assert turn.content is not None or turn.tool_calls or turn.malformed
+
+
+def test_tools_seed_usage_and_order(fake_server, tmp_path, monkeypatch):
+    monkeypatch.setenv("FLATSCORE_TEST_KEY", "sk-secret-123")
+    cmd, log = fake_server("ok", "--delay", "0.05")
+    with ManagedServer(cmd, log_path=tmp_path / "srv.log") as srv:
+        backend = OpenAIBackend(srv.base_url + "/v1", model="fake", api_key_env="FLATSCORE_TEST_KEY", max_in_flight=4)
+        out = backend.generate(_reqs(9, TOOLS))
+        backend.close()
+    assert [r.text for r in out] == [f"echo:msg{i}" for i in range(9)]
+    assert all(r.tool_calls[0]["function"]["name"] == "get_order_details" for r in out)
+    assert [parse_openai(r.text, r.tool_calls, 0).tool_calls[0].arguments for r in out] == [{"seed": i} for i in range(9)]
+    assert out[0].prompt_tokens == 10 and out[0].completion_tokens == 3 and out[0].prefill_tokens == 6
+    assert "auth=yes" in log.read_text()
+    assert "sk-secret-123" not in repr(backend.describe()) and "sk-secret-123" not in repr(backend)
+
+
+def test_concurrency_is_bounded(fake_server, tmp_path):
+    cmd, _ = fake_server("ok", "--delay", "0.3")
+    with ManagedServer(cmd, log_path=tmp_path / "srv.log") as srv:
+        backend = OpenAIBackend(srv.base_url, model="fake", max_in_flight=4)
+        t0 = time.perf_counter()
+        backend.generate(_reqs(8))
+        elapsed = time.perf_counter() - t0
+        backend.close()
+    # 8 requests of 0.3 s with 4 in flight: two waves (about 0.6 s), not 8 x 0.3 s, not one wave
+    assert 0.55 < elapsed < 2.0, elapsed
+
+
+def test_kill_and_restart_loses_nothing(fake_server, tmp_path):
+    cmd, log = fake_server("ok", "--delay", "0.15")
+    n = 24
+    srv = ManagedServer(cmd, log_path=tmp_path / "srv.log")
+    with srv:
+        backend = OpenAIBackend(srv.base_url, model="fake", max_in_flight=4, backoff_s=0.2, max_retries=8, timeout_s=10)
+        result: dict = {}
+
+        def run():
+            try:
+                result["out"] = backend.generate(_reqs(n))
+            except BaseException as exc:  # noqa: BLE001
+                result["err"] = exc
+
+        worker = threading.Thread(target=run)
+        worker.start()
+        time.sleep(0.4)  # some requests done, some in flight
+        srv.kill()
+        time.sleep(1.0)  # the server is down: clients see connection errors and back off
+        srv.start()  # same port
+        worker.join(60)
+        assert not worker.is_alive()
+    assert "err" not in result, result.get("err")
+    out = result["out"]
+    assert [r.text for r in out] == [f"echo:msg{i}" for i in range(n)]
+    assert backend.retries > 0
+    lines = log.read_text().splitlines()
+    done = Counter(line.split()[1] for line in lines if line.startswith("done "))
+    recv = Counter(line.split()[1] for line in lines if line.startswith("recv "))
+    ids = {backend.request_id(r, backend.body(r)) for r in _reqs(n)}
+    assert set(done) == ids  # every request was answered by the server...
+    assert all(c == 1 for c in done.values()), done  # ...exactly once
+    assert sum(recv.values()) >= n
+    backend.close()
+
+
+@pytest.mark.parametrize("mode", ["500", "badjson"])
+def test_persistent_failure_raises_after_retries(fake_server, tmp_path, mode):
+    cmd, log = fake_server(mode)
+    with ManagedServer(cmd, log_path=tmp_path / "srv.log") as srv:
+        backend = OpenAIBackend(srv.base_url, model="fake", max_retries=3, backoff_s=0.01)
+        with pytest.raises(InfrastructureError, match="after 4 attempts"):
+            backend.generate(_reqs(1))
+        backend.close()
+    assert sum(1 for line in log.read_text().splitlines() if line.startswith("recv")) == 4
+
+
+def test_hanging_server_times_out(fake_server, tmp_path):
+    cmd, log = fake_server("hang")
+    with ManagedServer(cmd, log_path=tmp_path / "srv.log") as srv:
+        backend = OpenAIBackend(srv.base_url, model="fake", max_retries=2, backoff_s=0.01, timeout_s=0.5)
+        t0 = time.perf_counter()
+        with pytest.raises(InfrastructureError, match="Timeout"):
+            backend.generate(_reqs(1))
+        assert time.perf_counter() - t0 < 5
+        backend._pool.shutdown(wait=False)
+    assert sum(1 for line in log.read_text().splitlines() if line.startswith("recv")) == 3
+
+
+def test_transient_500_recovers(fake_server, tmp_path):
+    cmd, _ = fake_server("flaky500")
+    with ManagedServer(cmd, log_path=tmp_path / "srv.log") as srv:
+        backend = OpenAIBackend(srv.base_url, model="fake", max_retries=2, backoff_s=0.01, max_in_flight=1)
+        out = backend.generate(_reqs(3))
+        backend.close()
+    assert [r.text for r in out] == ["echo:msg0", "echo:msg1", "echo:msg2"]
+    assert backend.retries == 3
+
+
+def test_no_server_at_all():
+    backend = OpenAIBackend("http://127.0.0.1:9", model="x", max_retries=1, backoff_s=0.01, timeout_s=1)
+    with pytest.raises(InfrastructureError, match="ConnectError"):
+        backend.generate(_reqs(2))
+    backend.close()
