@@ -130,6 +130,7 @@ def cmd_episodes(args: argparse.Namespace) -> int:
         "domain": args.domain, "data_digest": data_digest(data_dir), "split": args.split or "all",
         "tasks": [t.id for t in tasks], "budget": args.budget, "max_steps": args.max_steps, "repair": args.repair,
         "count_malformed": not args.no_count_malformed, "tau2_compat": args.tau2_compat, "trials": args.trials,
+        "first_trial": args.first_trial,
         "seed": args.seed, "code_version": code_version(), **agent.describe(),
         **{k: v for b in backends.values() for k, v in b.describe().items()},
         "model": args.model_name or args.model or args.agent, "precision": args.precision,
@@ -151,13 +152,15 @@ def cmd_episodes(args: argparse.Namespace) -> int:
     write_json_atomic(cell_file, cell)
     store = EpisodeStore(out / "episodes.jsonl")
     try:
-        run_cell(domain, tasks, agent, ScriptedUser(), settings, args.trials, args.seed, store,
+        run_cell(domain, tasks, agent, ScriptedUser(), settings, args.trials, args.seed, store, first_trial=args.first_trial,
                  backends=backends, max_in_flight=args.max_in_flight, cell_hash=chash, progress=not args.no_progress)
     finally:
         for backend in backends.values():
             backend.close()
+    from .engine.integrity import seal_metrics
+
     records = list(store.records())
-    metrics = summarize(records, args.trials)
+    metrics = seal_metrics(summarize(records, args.trials), chash, store.path)
     write_json_atomic(out / "metrics.json", metrics)
     _print_summary(cell, metrics)
     if args.tracking_uri or args.log_mlflow:
@@ -237,6 +240,8 @@ def build_parser() -> argparse.ArgumentParser:
     ep.add_argument("--tau2-compat", action="store_true", help="reproduce tau2's handling of malformed calls")
     ep.add_argument("--no-count-malformed", action="store_true", help="malformed calls do not count toward K")
     ep.add_argument("--trials", type=positive_int("--trials"), default=1)
+    ep.add_argument("--first-trial", type=non_negative_int("--first-trial"), default=0,
+                    help="index of the first trial (trial shards of one cell run disjoint trial ranges)")
     ep.add_argument("--seed", type=int, default=0)
     ep.add_argument("--max-in-flight", type=positive_int("--max-in-flight"), default=1,
                     help="episodes whose model calls are batched / kept in flight together")

@@ -106,12 +106,14 @@ def run_cell(
     infra_retries: int = 2,
     progress: bool = True,
     evaluator: Evaluator | None = None,
+    first_trial: int = 0,
 ) -> EpisodeStore:
     """Run every (task, trial) not yet in ``store``; infrastructure failures are retried."""
     if trials < 1:
         raise ValueError(f"trials: expected an integer >= 1, got {trials!r}")
     evaluator = evaluator or Evaluator(domain)
-    todo = [(task, trial) for trial in range(trials) for task in tasks if not store.has(task.id, trial)]
+    trial_ids = range(first_trial, first_trial + trials)
+    todo = [(task, trial) for trial in trial_ids for task in tasks if not store.has(task.id, trial)]
     bar = _progress(len(todo), f"{domain.name} K={settings.max_errors}{' repair' if settings.repair else ''}", progress)
 
     for attempt in range(infra_retries + 1):

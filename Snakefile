@@ -1,0 +1,28 @@
+"""flatscore: what 4-bit quantization does to multi-turn LLM agents, as a Snakemake study.
+
+    snakemake --cores all                         # the embedded default (config/config.yaml)
+    snakemake --cores all --configfile config/paper.yaml --profile profiles/slurm
+"""
+
+from snakemake.utils import min_version
+
+min_version("9.0")
+
+
+configfile: "config/config.yaml"
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/models.smk"
+include: "workflow/rules/quantize.smk"
+include: "workflow/rules/episodes.smk"
+include: "workflow/rules/aggregate.smk"
+include: "workflow/rules/report.smk"
+
+
+rule all:
+    input:
+        summary=f"{RESULTS}/aggregate/summary.md",
+        report=f"{RESULTS}/report/index.md",
+        tracking=f"{RESULTS}/tracking/sync.json",
+    default_target: True

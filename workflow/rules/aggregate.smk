@@ -1,0 +1,32 @@
+"""Statistics over all cells: comparisons, amplification, stability, budget curves, repair, power."""
+
+
+rule aggregate:
+    input:
+        metrics=[f"{cell}/metrics.json" for cell in all_cells()],
+    output:
+        summary=report(f"{RESULTS}/aggregate/summary.md", category="Summary"),
+        success=report(f"{RESULTS}/aggregate/success.csv", category="Tables"),
+        comparisons=report(f"{RESULTS}/aggregate/comparisons.csv", category="Tables"),
+        amplification=report(f"{RESULTS}/aggregate/amplification.csv", category="Tables"),
+        budget_curves=report(f"{RESULTS}/aggregate/budget_curves.csv", category="Tables"),
+        counterfactual=report(f"{RESULTS}/aggregate/counterfactual.csv", category="Tables"),
+        plots=report(
+            directory(f"{RESULTS}/aggregate/plots"),
+            patterns=["{name}.png"],
+            category="Plots",
+        ),
+    params:
+        cells=lambda wc, input: " ".join(str(Path(m).parent) for m in input.metrics),
+        margin=config.get("analysis", {}).get("equivalence_margin", 0.075),
+        out=lambda wc, output: str(Path(output.summary).parent),
+        gaps=" ".join(str(g) for g in config.get("analysis", {}).get("power_gaps", [0.05, 0.10, 0.15])),
+    conda:
+        CONDA_ENV
+    container:
+        CONTAINER
+    log:
+        f"{LOGS}/aggregate.log",
+    shell:
+        "flatscore aggregate --cells {params.cells} --out {params.out} "
+        "--equivalence-margin {params.margin} --power-gaps {params.gaps} > {log} 2>&1"

@@ -1,0 +1,68 @@
+"""Episodes per cell, each cell logged to MLflow as it finishes.
+
+Only ``metrics.json`` is declared as the rule's output, on purpose: it is written last,
+atomically. ``episodes.jsonl`` grows in the same folder one finished episode at a time, and
+because Snakemake does not own it, a killed job leaves it in place and the rerun resumes
+after the last finished episode instead of starting the cell over.
+"""
+
+
+rule tracking_store:
+    output:
+        ready=f"{RESULTS}/tracking/store.json",
+    params:
+        uri=tracking_uri_arg(),
+        results=lambda wc, output: str(Path(output.ready).parent.parent),
+    conda:
+        CONDA_ENV
+    container:
+        CONTAINER
+    log:
+        f"{LOGS}/tracking_store.log",
+    shell:
+        "flatscore init-tracking {params.uri} --results {params.results} --marker {output.ready} > {log} 2>&1"
+
+
+rule episodes:
+    input:
+        data=lambda wc: domain_marker(wc.domain),
+        model=lambda wc: model_marker(wc.model, wc.precision),
+        store=f"{RESULTS}/tracking/store.json",
+    output:
+        metrics=f"{RESULTS}/cells/{{model}}/{{precision}}/{{domain}}/K{{budget}}/repair-{{repair}}/shard{{shard}}/metrics.json",
+    params:
+        args=episodes_args,
+        out=lambda wc, output: str(Path(output.metrics).parent),
+    threads: workflow.cores if BACKEND.get("kind", "transformers") == "transformers" else 1
+    resources:
+        mem_mb=4000,
+    conda:
+        GPU_CONDA_ENV
+    container:
+        GPU_CONTAINER
+    log:
+        f"{LOGS}/episodes/{{model}}-{{precision}}-{{domain}}-K{{budget}}-repair-{{repair}}-shard{{shard}}.log",
+    shell:
+        "OMP_NUM_THREADS={threads} flatscore episodes {params.args} --out {params.out} > {log} 2>&1"
+
+
+rule sync_tracking:
+    """Log any cell the store missed (it was unreachable while the cell ran): each exactly once."""
+    input:
+        metrics=[f"{cell}/metrics.json" for cell in all_cells()],
+        store=f"{RESULTS}/tracking/store.json",
+    output:
+        counts=f"{RESULTS}/tracking/sync.json",
+    params:
+        uri=tracking_uri_arg(),
+        experiment=TRACKING.get("experiment", STUDY),
+        results=lambda wc, input: str(Path(input.store).parent.parent),
+    conda:
+        CONDA_ENV
+    container:
+        CONTAINER
+    log:
+        f"{LOGS}/sync_tracking.log",
+    shell:
+        "flatscore sync --results {params.results} {params.uri} --experiment {params.experiment} "
+        "--marker {output.counts} > {log} 2>&1"

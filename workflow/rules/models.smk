@@ -1,0 +1,61 @@
+"""Domains and the demo model: generate data, record expert demonstrations, train."""
+
+
+rule generate_domain:
+    output:
+        tasks=f"{RESULTS}/data/{{domain}}/tasks.json",
+    params:
+        out=lambda wc, output: str(Path(output.tasks).parent),
+        seed=lambda wc: config["domains"][wc.domain].get("seed", 0),
+        n_tasks=lambda wc: config["domains"][wc.domain].get("n_tasks", 120),
+    conda:
+        CONDA_ENV
+    container:
+        CONTAINER
+    log:
+        f"{LOGS}/generate_domain/{{domain}}.log",
+    shell:
+        "flatscore generate-domain --domain {wildcards.domain} --out {params.out} "
+        "--seed {params.seed} --n-tasks {params.n_tasks} > {log} 2>&1"
+
+
+rule expert_demos:
+    input:
+        data=[domain_marker(d) for d in config["domains"]],
+    output:
+        demos=f"{RESULTS}/demos/{{model}}.jsonl",
+    params:
+        domains=lambda wc: " ".join(f"--domain {d}={domain_data(d)}" for d in config["domains"]),
+        prompt=lambda wc: model_spec(wc.model).get("prompt", "compact"),
+    conda:
+        CONDA_ENV
+    container:
+        CONTAINER
+    log:
+        f"{LOGS}/expert_demos/{{model}}.log",
+    shell:
+        "flatscore demos {params.domains} --split train --prompt {params.prompt} --out {output.demos} > {log} 2>&1"
+
+
+rule train_demo:
+    input:
+        demos=f"{RESULTS}/demos/{{model}}.jsonl",
+    output:
+        manifest=f"{RESULTS}/models/{{model}}/full/flatscore_manifest.json",
+    params:
+        out=lambda wc, output: str(Path(output.manifest).parent),
+        size=lambda wc: model_spec(wc.model).get("size", "default"),
+        seed=lambda wc: model_spec(wc.model).get("seed", 0),
+        max_seconds=lambda wc: model_spec(wc.model).get("max_seconds", 480),
+    threads: workflow.cores
+    resources:
+        mem_mb=4000,
+    conda:
+        CONDA_ENV
+    container:
+        CONTAINER
+    log:
+        f"{LOGS}/train_demo/{{model}}.log",
+    shell:
+        "flatscore train-demo --demos {input.demos} --out {params.out} --size {params.size} "
+        "--seed {params.seed} --max-seconds {params.max_seconds} > {log} 2>&1"

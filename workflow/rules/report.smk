@@ -1,0 +1,22 @@
+"""The study's report: the summary with its plots, plus Snakemake's own HTML (``snakemake --report``)."""
+
+
+report: "../report/workflow.rst"
+
+
+rule report:
+    input:
+        summary=f"{RESULTS}/aggregate/summary.md",
+        plots=f"{RESULTS}/aggregate/plots",
+    output:
+        index=f"{RESULTS}/report/index.md",
+    params:
+        aggregate=lambda wc, input: str(Path(input.summary).parent),
+    conda:
+        CONDA_ENV
+    container:
+        CONTAINER
+    log:
+        f"{LOGS}/report.log",
+    shell:
+        "flatscore report --aggregate {params.aggregate} --out {output.index} > {log} 2>&1"
