@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import math
-from pathlib import Path
 
 import numpy as np
 import pandas as pd

@@ -65,7 +65,7 @@ def plot_budget_curves(curves: pd.DataFrame, path: Path) -> Path | None:
         ax.set_xlabel("error budget K")
         ax.set_ylabel("success (task mean)")
         ax.set_ylim(0, 1)
-        ax.legend(fontsize=7, title="precision (squares: real runs)", title_fontsize=7)
+        ax.legend(fontsize=7, title="precision (squares: real runs)", title_fontsize=7, loc="lower right")
     return _save(fig, path)
 
 
@@ -102,7 +102,7 @@ def plot_amplification(amp: pd.DataFrame, path: Path) -> Path | None:
         ax.set_xticklabels(chans, rotation=35, ha="right", fontsize=7)
         ax.set_ylabel("error-rate ratio (per episode)")
         ax.set_title(f"{key[1]} / {key[2]} / K={int(g['budget'].iloc[0])}", fontsize=9)
-        ax.legend(fontsize=7)
+        ax.legend(fontsize=7, loc="upper left")
     return _save(fig, path)
 
 

@@ -135,17 +135,20 @@ def _arm_frame(tasks: pd.DataFrame, keys: list[str]) -> Iterator[tuple[tuple, pd
 
 
 def iter_pairs(tasks: pd.DataFrame, group_keys: list[str], arm_col: str, reference) -> Iterator[tuple[dict, object, pd.DataFrame, pd.DataFrame]]:
-    """(group, treatment, reference rows, treatment rows), tasks aligned (present in both arms)."""
-    for key, g in _arm_frame(tasks, group_keys):
-        arms = list(pd.unique(g[arm_col].astype(object)))
+    """(group, treatment, reference rows, treatment rows), tasks aligned (present in both arms),
+    indexed by task id (str)."""
+    t = tasks.set_index(tasks["task_id"].astype(str).rename("task"))
+    arm = t[arm_col].astype(object).to_numpy()
+    t = t.assign(_arm=arm)
+    for key, g in _arm_frame(t, group_keys):
+        arms = {a: sub for a, sub in g.groupby("_arm", sort=False)}
         if reference not in arms:
             continue
-        ref = g[g[arm_col].astype(object) == reference].set_index(g.loc[g[arm_col].astype(object) == reference, "task_id"].astype(str))
-        for t in sorted((a for a in arms if a != reference), key=str):
-            tr_rows = g[g[arm_col].astype(object) == t]
-            tr = tr_rows.set_index(tr_rows["task_id"].astype(str))
+        ref = arms[reference]
+        for a in sorted((a for a in arms if a != reference), key=str):
+            tr = arms[a]
             common = ref.index.intersection(tr.index)
-            yield dict(zip(group_keys, key)), t, ref.loc[common], tr.loc[common]
+            yield dict(zip(group_keys, key)), a, ref.loc[common], tr.loc[common]
 
 
 # --------------------------------------------------------------------------------- success, pass^k
@@ -387,20 +390,25 @@ def stability_table(episodes: pd.DataFrame, error_events: pd.DataFrame,
             s = g if scope == "all" else g[g["channel"].isin(hall)]
             f = s[s["precision"] == REFERENCE_PRECISION]
             q = s[s["precision"] == str(prec)]
-            fk = f.groupby(["task_id", "tool"])["count"].sum()
-            qk = q.groupby(["task_id", "tool"])["count"].sum()
             tools = sorted(set(f["tool"]) | set(q["tool"]))
-            grid = pd.MultiIndex.from_product([sorted(paired), tools], names=["task_id", "tool"])
-            fv = fk.reindex(grid, fill_value=0).to_numpy()
-            qv = qk.reindex(grid, fill_value=0).to_numpy()
+            task_idx, tool_idx = pd.Index(sorted(paired)), pd.Index(tools)
+            size = len(task_idx) * len(tool_idx)
+
+            def grid_counts(df):
+                pos = task_idx.get_indexer(df["task_id"]) * len(tool_idx) + tool_idx.get_indexer(df["tool"])
+                return np.bincount(pos, weights=df["count"].to_numpy(float), minlength=size)
+
+            grid = range(size)
+            fv, qv = grid_counts(f), grid_counts(q)
             r = p = math.nan
-            if len(grid) >= 3 and np.ptp(fv) > 0 and np.ptp(qv) > 0:
+            if size >= 3 and np.ptp(fv) > 0 and np.ptp(qv) > 0:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
                     c = pg.corr(fv, qv, method="spearman")
                 r, p = float(c["r"].iloc[0]), float(c["p_val"].iloc[0])
-            fkeys = set(zip(f["task_id"], f["tool"], f["channel"]))
-            novel_mask = np.fromiter(((k not in fkeys) for k in zip(q["task_id"], q["tool"], q["channel"])), bool, len(q))
+            sep = "\x1f"
+            fkeys = pd.Index(f["task_id"] + sep + f["tool"] + sep + f["channel"])
+            novel_mask = (q["task_id"] + sep + q["tool"] + sep + q["channel"]).isin(fkeys).to_numpy() == False  # noqa: E712
             n_q = int(q["count"].sum())
             novel = int(q["count"].to_numpy()[novel_mask].sum())
             rows.append({**grp, "reference": REFERENCE_PRECISION, "precision": prec, "scope": scope,
@@ -493,10 +501,23 @@ def counterfactual_table(episodes: pd.DataFrame) -> pd.DataFrame:
 
 # ---------------------------------------------------------------------------------------- power
 def _n_for(d: float, power: float, alpha: float) -> float:
+    """Smallest n (pairs) whose pingouin paired-t power reaches ``power`` (= ceil of pg's root).
+
+    pg.power_ttest is evaluated on a window of integer n around the normal approximation in
+    one vectorized call (the root solve costs ~30 scalar calls); pg's solver is the fallback.
+    """
     if not np.isfinite(d) or d <= 0:
         return math.nan
-    with warnings.catch_warnings():
+    from scipy.stats import norm
+
+    n0 = ((norm.ppf(1 - alpha / 2) + norm.ppf(power)) / d) ** 2
+    grid = np.arange(max(2, int(n0) - 3), int(n0) + 40)
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
         warnings.simplefilter("ignore")
+        pw = np.asarray(pg.power_ttest(d=d, n=grid, alpha=alpha, contrast="paired"), dtype=float)
+        ok = np.flatnonzero(pw >= power)
+        if len(ok) and (ok[0] > 0 or grid[0] == 2):
+            return float(grid[ok[0]])
         try:
             n = pg.power_ttest(d=d, power=power, alpha=alpha, contrast="paired")
         except (ValueError, RuntimeError):
