@@ -12,6 +12,7 @@ from flatscore.agents.toolcall_parser import parse_openai
 from flatscore.backends.base import InfrastructureError, ModelRequest
 from flatscore.backends.openai_backend import OpenAIBackend
 from flatscore.backends.serve import ManagedServer, transformers_serve_command, transformers_serve_env
+from flatscore.backends.testing import fake_server_command, tiny_model_cached, write_fake_server
 
 TOOLS = [
     {
@@ -23,6 +24,36 @@ TOOLS = [
         },
     }
 ]
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_torch_thread():
+    """Tiny models gain nothing from threads; on a shared 2-core box they lose a lot (spinning)."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory):
+    return tiny_model_cached(tmp_path_factory.getbasetemp() / "models")
+
+
+@pytest.fixture
+def fake_server(tmp_path):
+    """Factory: ``fake_server(mode, *extra_args) -> (command, request_log_path)``."""
+    script = write_fake_server(tmp_path / "fake_openai_server.py")
+    count = {"n": 0}
+
+    def make(mode: str = "ok", *extra: str):
+        count["n"] += 1
+        log = tmp_path / f"requests{count['n']}.log"
+        return fake_server_command(script, log, mode, *extra), log
+
+    return make
+
 
 
 def _reqs(n: int, tools=None) -> list[ModelRequest]:
@@ -38,7 +69,7 @@ def test_transformers_serve_with_tools(tiny_model_dir, tmp_path):
 
     cmd = transformers_serve_command(str(tiny_model_dir))
     with ManagedServer(
-        cmd, log_path=tmp_path / "serve.log", env=transformers_serve_env(tmp_path / "hub"), startup_timeout_s=150
+        cmd, log_path=tmp_path / "serve.log", env={**transformers_serve_env(tmp_path / "hub"), "OMP_NUM_THREADS": "1"}, startup_timeout_s=150
     ) as srv:
         backend = OpenAIBackend(srv.base_url, model=str(tiny_model_dir), max_retries=1, timeout_s=60)
         req = ModelRequest(messages=[{"role": "user", "content": "Where is my order #W123?"}], tools=TOOLS, max_new_tokens=8)
