@@ -20,7 +20,7 @@ REPO = Path(__file__).resolve().parents[2]
 CI_PROFILE = REPO / "profiles" / "slurm-ci"
 TIMEOUT = 600
 
-pytestmark = [pytest.mark.slurm, pytest.mark.timeout(2 * TIMEOUT)]
+pytestmark = [pytest.mark.slurm, pytest.mark.timeout(4 * TIMEOUT)]
 
 
 def _slurm_reason() -> str | None:
@@ -166,26 +166,53 @@ def _frame(path: Path):
     return df.sort_values(list(df.columns)).reset_index(drop=True) if len(df.columns) else df
 
 
+def _ci_threads() -> list[str]:
+    """The CI profile's set-threads, as CLI arguments: the local run uses the same thread counts,
+    so that float reductions (and with them greedy decoding) are the same in both runs."""
+    import yaml
+
+    prof = yaml.safe_load((CI_PROFILE / "config.yaml").read_text())
+    return [f"{rule}={n}" for rule, n in (prof.get("set-threads") or {}).items()]
+
+
+def _deterministic_config(dst: Path) -> Path:
+    """The tiny study's config, with the demo model's training time cap lifted: training then
+    stops after its fixed step count in both runs, not after however many steps fit in the cap."""
+    import yaml
+
+    cfg = yaml.safe_load(TEST_CONFIG.read_text())
+    for spec in cfg.get("models", {}).values():
+        if spec.get("kind") == "demo":
+            spec["max_seconds"] = 3600
+    dst.write_text(yaml.safe_dump(cfg, sort_keys=False))
+    return dst
+
+
+@pytest.mark.slow
 @pytest.mark.skipif(not (WORKFLOW.exists() and TEST_CONFIG.exists()), reason="workflow not present (Snakefile / .test/config/config.yaml)")
 def test_tiny_study_on_slurm_equals_local(slurm: None, tmp_path: Path) -> None:
     import pandas.testing as pdt
 
+    config = _deterministic_config(tmp_path / "config.yaml")
     runs = {}
     for name, profile, extra in (
-        ("local", REPO / "profiles" / "local", ["--cores", "2"]),
+        ("local", REPO / "profiles" / "local", ["--cores", "2", "--set-threads", *_ci_threads()]),
         ("slurm", CI_PROFILE, []),
     ):
         work = tmp_path / name
         work.mkdir()
         cmd = [
             sys.executable, "-m", "snakemake", "--snakefile", str(WORKFLOW), "--profile", str(profile),
-            "--directory", str(work), "--configfile", str(TEST_CONFIG), *extra,
+            "--directory", str(work), "--configfile", str(config), *extra,
         ]
-        res = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=3 * TIMEOUT, env=_env())
+        res = subprocess.run(cmd, cwd=work, capture_output=True, text=True, timeout=3 * TIMEOUT, env=_env())
         log = res.stdout + res.stderr
+        (tmp_path / f"{name}.log").write_text(log)
         assert res.returncode == 0, f"{name} run failed:\n{log[-5000:]}"
         if name == "slurm":
-            assert _job_ids(log), f"no sbatch submissions in the slurm run:\n{log[-3000:]}"
+            ids = _job_ids(log)
+            assert ids, f"no sbatch submissions in the slurm run:\n{log[-3000:]}"
+            assert _job_record(ids[-1])["JobState"] == "COMPLETED"
         runs[name] = _aggregate_csvs(work)
     assert runs["local"], "the local run wrote no aggregate CSVs"
     assert runs["local"].keys() == runs["slurm"].keys()
