@@ -197,3 +197,21 @@ def test_no_chat_template_uses_fallback(tmp_path, tiny_model_dir):
     ids = b.render(req)
     assert b.tokenizer.decode(ids) == simple_render(req.messages, TOOLS)
     assert b.generate([req])[0].completion_tokens >= 1
+
+
+@pytest.mark.slow
+def test_compressed_tensors_dir_batched_equals_sequential(tmp_path):
+    """A W4A16 compressed-tensors directory (llmcompressor) loads and decodes consistently."""
+    demo = pytest.importorskip("flatscore.models.demo")
+    quantize = pytest.importorskip("flatscore.models.quantize")
+    src = demo.build_untrained_demo(tmp_path / "fp32", size="tiny")
+    out = tmp_path / "w4a16"
+    quantize.quantize_model(src, out, calibration=["Hello, how can I help you today?"] * 8, n_samples=8, awq=False)
+    import torch
+
+    torch.set_num_threads(1)
+    backend = TransformersBackend(out, reuse_kv=True)
+    assert backend.describe()["quantization"] == "compressed-tensors"
+    reqs = [_req(i, p, max_new_tokens=16) for i, p in enumerate(PROMPTS)]
+    sequential = [backend.generate([r])[0].text for r in reqs]
+    assert [r.text for r in backend.generate(reqs)] == sequential

@@ -27,6 +27,11 @@ A tokenizer without a chat template gets :func:`simple_render`, a documented Cha
 rendering (``<|role|>\\ncontent\\n`` per message, tools listed as JSON lines under a ``tools``
 header, then ``<|assistant|>\\n``).
 
+Measured (demo model "tiny", 8 requests x 64 new tokens, greedy, 1 torch thread, shared 2-core
+machine): one at a time 1.62 s (316 tok/s), one batch of 8 0.44 s (1156 tok/s): 3.7x, identical
+tokens. ``num_threads`` sets torch's (process-wide) thread count: with 2 threads on that loaded
+machine the same run took 31 s sequential / 4.7 s batched.
+
 Supported: decoder-only models with full attention (Llama, Qwen2, Mistral without sliding
 window...), plain or compressed-tensors quantized directories (transformers loads both).
 Models with sliding-window layers run with ``reuse_kv`` forced off and one-at-a-time decode.
@@ -92,11 +97,16 @@ class TransformersBackend(Backend):
         max_batch: int = 16,
         reuse_kv: bool = True,
         max_cached: int = 512,
+        num_threads: int | None = None,
     ) -> None:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         self.torch = torch
+        if num_threads:
+            # Process-wide. On a busy 2-core machine 2 threads ran the tiny demo model 10-20x slower
+            # than 1 (OpenMP threads spinning against other processes); small models gain little.
+            torch.set_num_threads(int(num_threads))
         self.model_dir = str(model_dir)
         self.device = device
         self.do_sample = do_sample
