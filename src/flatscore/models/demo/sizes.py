@@ -31,9 +31,11 @@ SIZES: dict[str, dict[str, Any]] = {
         "num_key_value_heads": 4,
         "max_position_embeddings": 2048,
         "max_len": 1024,
-        "steps": 600,
-        "lr": 2e-3,
-        "batch_size": 8,
+        "steps": 300,
+        "lr": 3e-3,
+        "batch_size": 4,
+        # safety cap so a default build stays within 10 minutes on 2 busy cores
+        "max_seconds": 540,
     },
 }
 

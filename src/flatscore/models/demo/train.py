@@ -1,0 +1,248 @@
+"""Train the demo tool-calling model from scratch on expert conversations (CPU, plain torch loop)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import random
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+from transformers import LlamaForCausalLM
+
+from ..manifest import Manifest, sha256_json, weights_sha256
+from .build import save_demo_dir, versions
+from .sizes import get_size, llama_config
+from .tokenizer import render_conversation, train_tokenizer
+
+IGNORE = -100
+
+
+def encode_for_training(tokenizer, conversation: dict[str, Any], max_len: int) -> list[tuple[list[int], list[int]]]:
+    """Render one conversation and return [(input_ids, labels)] pieces of at most `max_len` tokens.
+
+    Labels are the token ids on assistant-generated text (content, tool calls, closing <|im_end|>)
+    and IGNORE (-100) on everything else (system, tools list, user, tool results, role headers).
+    A conversation longer than `max_len` is cut into pieces; each later piece starts again with
+    the system turn (tool list) as unlabelled context when that fits in half of `max_len`.
+    """
+    text, spans = render_conversation(conversation["messages"], conversation.get("tools"), with_spans=True)
+    enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+    ids = enc["input_ids"]
+    labels = [IGNORE] * len(ids)
+    for i, (start, _end) in enumerate(enc["offset_mapping"]):
+        for s, e in spans:
+            if s <= start < e:
+                labels[i] = ids[i]
+                break
+    if len(ids) <= max_len:
+        return [(ids, labels)]
+    # Length of the system turn (up to and including the first "<|im_end|>\n").
+    im_end = tokenizer.convert_tokens_to_ids("<|im_end|>")
+    prefix_len = ids.index(im_end) + 1 if im_end in ids else 0
+    if prefix_len < len(ids) and tokenizer.decode(ids[prefix_len : prefix_len + 1]) == "\n":
+        prefix_len += 1
+    if prefix_len > max_len // 2:
+        prefix_len = 0
+    pieces = [(ids[:max_len], labels[:max_len])]
+    pos = max_len
+    room = max_len - prefix_len
+    while pos < len(ids):
+        p_ids = ids[:prefix_len] + ids[pos : pos + room]
+        p_lab = [IGNORE] * prefix_len + labels[pos : pos + room]
+        if any(x != IGNORE for x in p_lab):
+            pieces.append((p_ids, p_lab))
+        pos += room
+    return pieces
+
+
+def _collate(batch: list[tuple[list[int], list[int]]], pad_id: int) -> dict[str, torch.Tensor]:
+    n = max(len(x) for x, _ in batch)
+    ids = torch.full((len(batch), n), pad_id, dtype=torch.long)
+    lab = torch.full((len(batch), n), IGNORE, dtype=torch.long)
+    att = torch.zeros((len(batch), n), dtype=torch.long)
+    for r, (x, y) in enumerate(batch):
+        ids[r, : len(x)] = torch.tensor(x)
+        lab[r, : len(y)] = torch.tensor(y)
+        att[r, : len(x)] = 1
+    return {"input_ids": ids, "labels": lab, "attention_mask": att}
+
+
+def cpu_bf16_supported() -> bool:
+    """bf16 autocast pays off on CPUs with native bf16 matmuls (AVX512-BF16 / AMX)."""
+    f = getattr(torch.cpu, "_is_avx512_bf16_supported", None)
+    g = getattr(torch.cpu, "_is_amx_tile_supported", None)
+    try:
+        return bool((f and f()) or (g and g()))
+    except Exception:  # pragma: no cover - private API may change
+        return False
+
+
+def _lr_at(step: int, total: int, base: float, warmup: int) -> float:
+    if step < warmup:
+        return base * (step + 1) / warmup
+    t = (step - warmup) / max(1, total - warmup)
+    return base * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, t))))
+
+
+def train_demo_model(
+    conversations: list[dict[str, Any]],
+    out_dir: str | Path,
+    size: str = "default",
+    seed: int = 0,
+    steps: int | None = None,
+    lr: float | None = None,
+    batch_size: int | None = None,
+    max_seconds: float | None = None,
+    max_len: int | None = None,
+    log_every: int | None = None,
+    bf16: bool = False,
+) -> Manifest:
+    """Train tokenizer + randomly initialised LlamaForCausalLM on `conversations`, save an HF dir.
+
+    Each conversation is {"messages": [...OpenAI chat messages...], "tools": [...OpenAI tools...]}.
+    The loss is on assistant tokens only. Stops after `steps` or `max_seconds`, whichever first
+    (a size may set a default time cap; the manifest records steps done vs planned).
+    `bf16`: bf16 autocast for the forward pass (master weights stay fp32). Off by default: with
+    variable batch shapes oneDNN re-plans kernels and it was slower than fp32 on a busy 2-core CPU.
+    Writes config.json, model.safetensors, tokenizer files (with the chat template),
+    generation_config.json and flatscore_manifest.json; returns the manifest.
+    """
+    if not conversations:
+        raise ValueError("no training conversations")
+    t0 = time.perf_counter()
+    spec = get_size(size)
+    steps = int(steps if steps is not None else spec["steps"])
+    lr = float(lr if lr is not None else spec["lr"])
+    batch_size = int(batch_size if batch_size is not None else spec["batch_size"])
+    max_len = int(max_len if max_len is not None else spec["max_len"])
+    max_len = min(max_len, spec["max_position_embeddings"])
+    if max_seconds is None:
+        max_seconds = spec.get("max_seconds")
+    torch.set_num_threads(os.cpu_count() or 1)
+    random.seed(seed)
+    torch.manual_seed(seed)
+
+    texts = [render_conversation(c["messages"], c.get("tools")) for c in conversations]
+    tokenizer = train_tokenizer(texts, vocab_size=spec["vocab_size"])
+    examples = [p for c in conversations for p in encode_for_training(tokenizer, c, max_len)]
+    n_tokens = sum(len(x) for x, _ in examples)
+    n_label = sum(sum(1 for t in y if t != IGNORE) for _, y in examples)
+    if n_label == 0:
+        raise ValueError("the conversations contain no assistant tokens to train on")
+
+    config = llama_config(size, tokenizer)
+    model = LlamaForCausalLM(config)
+    model.train()
+    decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
+    no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
+    opt = torch.optim.AdamW(
+        [{"params": decay, "weight_decay": 0.01}, {"params": no_decay, "weight_decay": 0.0}],
+        lr=lr, betas=(0.9, 0.95), eps=1e-8,
+    )
+    warmup = max(1, steps // 20)
+    rng = random.Random(seed)
+    order: list[int] = []
+    pad_id = tokenizer.convert_tokens_to_ids("<|pad|>")
+    losses: list[float] = []
+    done = 0
+    for step in range(steps):
+        if max_seconds is not None and time.perf_counter() - t0 > max_seconds:
+            break
+        if len(order) < batch_size:
+            perm = list(range(len(examples)))
+            rng.shuffle(perm)
+            order.extend(perm)
+            while len(order) < batch_size:
+                order.extend(perm)
+        idx, order = order[:batch_size], order[batch_size:]
+        batch = _collate([examples[i] for i in idx], pad_id)
+        for g in opt.param_groups:
+            g["lr"] = _lr_at(step, steps, lr, warmup)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            loss = model(**batch).loss
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        losses.append(float(loss.detach()))
+        done = step + 1
+        if log_every and done % log_every == 0:
+            print(f"step {done}/{steps} loss {losses[-1]:.4f} {time.perf_counter() - t0:.1f}s", flush=True)
+
+    model.eval()
+    out = save_demo_dir(model, tokenizer, out_dir)
+    k = max(1, len(losses) // 20)
+    n_points = min(20, len(losses))
+    curve = []
+    for j in range(n_points):
+        s = round(j * (len(losses) - 1) / max(1, n_points - 1))
+        window = losses[max(0, s - k + 1) : s + 1]
+        curve.append([s + 1, round(sum(window) / len(window), 5)])
+    manifest = Manifest(
+        kind="demo",
+        size=size,
+        trained=True,
+        config=config.to_dict(),
+        data_sha256=sha256_json(conversations),
+        n_conversations=len(conversations),
+        n_examples=len(examples),
+        n_tokens=n_tokens,
+        n_label_tokens=n_label,
+        vocab_size=len(tokenizer),
+        steps=done,
+        steps_planned=steps,
+        time_capped=done < steps,
+        max_seconds=max_seconds,
+        bf16_autocast=bf16,
+        lr=lr,
+        batch_size=batch_size,
+        max_len=max_len,
+        first_loss=round(losses[0], 5) if losses else None,
+        final_loss=round(sum(losses[-k:]) / len(losses[-k:]), 5) if losses else None,
+        loss_curve=curve,
+        seed=seed,
+        n_params=sum(p.numel() for p in model.parameters()),
+        versions=versions(),
+        weights_sha256=weights_sha256(out),
+        seconds=round(time.perf_counter() - t0, 2),
+    )
+    manifest.save(out)
+    return manifest
+
+
+def load_conversations(path: str | Path) -> list[dict[str, Any]]:
+    """Read conversations from a .jsonl (one per line) or .json (a list) file."""
+    path = Path(path)
+    text = path.read_text(encoding="utf-8")
+    if path.suffix == ".jsonl":
+        return [json.loads(line) for line in text.splitlines() if line.strip()]
+    data = json.loads(text)
+    return data["conversations"] if isinstance(data, dict) else data
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description="Train the flatscore demo model")
+    ap.add_argument("data", help="conversations .jsonl/.json")
+    ap.add_argument("out_dir")
+    ap.add_argument("--size", default="default")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--steps", type=int)
+    ap.add_argument("--lr", type=float)
+    ap.add_argument("--batch-size", type=int)
+    ap.add_argument("--max-seconds", type=float)
+    ap.add_argument("--max-len", type=int)
+    a = ap.parse_args(argv)
+    m = train_demo_model(
+        load_conversations(a.data), a.out_dir, size=a.size, seed=a.seed, steps=a.steps, lr=a.lr,
+        batch_size=a.batch_size, max_seconds=a.max_seconds, max_len=a.max_len, log_every=25,
+    )
+    print(json.dumps({k: v for k, v in m.to_dict().items() if k != "config"}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
