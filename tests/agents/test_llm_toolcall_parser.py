@@ -42,6 +42,12 @@ def test_text_then_two_calls():
     assert out.raw == text
 
 
+def test_end_markers_inside_arguments_are_kept():
+    out = parse_hermes(format_hermes("f", {"s": "</s> and <|im_end|>"}) + "<|im_end|>")
+    assert out.tool_calls[0].arguments == {"s": "</s> and <|im_end|>"}
+    assert parse_hermes("Bye.<|im_end|>\n").content == "Bye."
+
+
 def test_missing_arguments_is_empty_object():
     out = parse_hermes('<tool_call>{"name": "toggle_airplane_mode"}</tool_call>')
     assert out.malformed is None and out.tool_calls[0].arguments == {}

@@ -46,8 +46,15 @@ def call_id(turn: int, index: int) -> str:
 
 
 def _clean(text: str) -> str:
-    for marker in _END_MARKERS:
-        text = text.replace(marker, "")
+    """Drop end-of-turn markers at the end of the text (never inside it: JSON strings may hold them)."""
+    changed = True
+    while changed:
+        changed = False
+        stripped = text.rstrip()
+        for marker in _END_MARKERS:
+            if stripped.endswith(marker):
+                text = stripped[: -len(marker)]
+                changed = True
     return text
 
 
