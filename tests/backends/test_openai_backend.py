@@ -185,3 +185,40 @@ def test_no_server_at_all():
     with pytest.raises(InfrastructureError, match="ConnectError"):
         backend.generate(_reqs(2))
     backend.close()
+
+
+@pytest.mark.slow
+def test_episode_through_transformers_serve_matches_in_process(tmp_path):
+    """A whole episode over HTTP (agent history with tool calls/results) equals the in-process run."""
+    demo = pytest.importorskip("flatscore.models.demo")
+    from flatscore.agents.llm import LLMAgent
+    from flatscore.agents.users import ScriptedUser
+    from flatscore.backends.transformers_backend import TransformersBackend
+    from flatscore.domains import domain_class, load_domain
+    from flatscore.engine.episode import EpisodeSettings
+    from flatscore.engine.runner import run_cell
+    from flatscore.engine.store import EpisodeStore
+
+    model = demo.build_untrained_demo(tmp_path / "demo", size="tiny")
+    domain = load_domain("retail", domain_class("retail").generate(tmp_path / "retail", seed=3, n_tasks=6))
+    tasks = domain.tasks()[:2]
+    settings = EpisodeSettings(max_errors=3, max_steps=6)
+    runs = []
+    with ManagedServer(
+        transformers_serve_command(str(model)),
+        log_path=tmp_path / "serve.log",
+        env={**transformers_serve_env(tmp_path / "hub"), "OMP_NUM_THREADS": "1"},
+        startup_timeout_s=150,
+    ) as srv:
+        for name, backend in (
+            ("http", OpenAIBackend(srv.base_url, model=str(model), max_in_flight=2, max_retries=1)),
+            ("local", TransformersBackend(model)),
+        ):
+            store = EpisodeStore(tmp_path / f"{name}.jsonl")
+            run_cell(domain, tasks, LLMAgent(compact=True, max_new_tokens=16), ScriptedUser(), settings, 1, 0, store,
+                     backends={"agent": backend}, max_in_flight=2, progress=False)
+            records = sorted(store.records(), key=lambda r: r["task_id"])
+            assert all(r["termination"] != "infrastructure_error" for r in records), [r["termination"] for r in records]
+            assert all(r["usage"]["completion_tokens"] > 0 and len(r["messages"]) >= 4 for r in records)
+            runs.append([[m.get("content") for m in r["messages"]] for r in records])
+    assert runs[0] == runs[1]
