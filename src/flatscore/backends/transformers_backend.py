@@ -263,7 +263,7 @@ class TransformersBackend(Backend):
         try:
             with torch.inference_mode():
                 return self._decode(reqs, t0)
-        except (RuntimeError, ValueError) as exc:  # out of memory, device errors
+        except RuntimeError as exc:  # out of memory, device errors (torch raises RuntimeError subclasses)
             raise InfrastructureError(f"transformers backend failed: {exc}") from exc
 
     def _decode(self, reqs: list[ModelRequest], t0: float) -> list[ModelResponse]:
