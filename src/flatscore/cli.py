@@ -108,12 +108,7 @@ def _make_agent(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
 
 def cmd_episodes(args: argparse.Namespace) -> int:
     from .domains import domain_class, load_domain
-    from .engine.cell import cell_hash, code_version, data_digest, write_json_atomic
     from .engine.episode import EpisodeSettings
-    from .engine.metrics import summarize
-    from .engine.runner import run_cell
-    from .engine.store import EpisodeStore
-    from .agents.users import ScriptedUser
 
     out = Path(args.out)
     data_dir = Path(args.data) if args.data else out / "data"
@@ -125,6 +120,42 @@ def cmd_episodes(args: argparse.Namespace) -> int:
         max_errors=args.budget, max_steps=args.max_steps, repair=args.repair,
         count_malformed=not args.no_count_malformed, tau2_compat=args.tau2_compat,
     )
+    out.mkdir(parents=True, exist_ok=True)
+    with _served_model(args, out):
+        return _run_episodes(args, out, data_dir, domain, tasks, settings)
+
+
+def _served_model(args: argparse.Namespace, out: Path) -> Any:
+    """With --serve, start the model's OpenAI-compatible server for this job and always stop it."""
+    import contextlib
+
+    if not args.serve:
+        return contextlib.nullcontext()
+    if args.agent != "llm" or args.backend != "openai":
+        raise CLIError("--serve: needs --agent llm --backend openai")
+    from .backends.serve import ManagedServer, transformers_serve_command, transformers_serve_env, vllm_command
+
+    if args.serve == "vllm":
+        command = vllm_command(args.model, gpu_memory_utilization=args.vllm_gpu_memory_utilization,
+                               max_model_len=args.vllm_max_model_len, tensor_parallel_size=args.vllm_tensor_parallel_size,
+                               served_model_name=args.served_model or args.model, extra_args=args.vllm_arg or [])
+        env = None
+    else:
+        command = transformers_serve_command(args.model)
+        env = transformers_serve_env(out / ".hf-cache")
+    server = ManagedServer(command, log_path=out / "server.log", startup_timeout_s=args.serve_timeout, env=env)
+    args.base_url = server.base_url
+    return server
+
+
+def _run_episodes(args: argparse.Namespace, out: Path, data_dir: Path, domain: Any, tasks: list[Any],
+                  settings: Any) -> int:
+    from .agents.users import ScriptedUser
+    from .engine.cell import cell_hash, code_version, data_digest, write_json_atomic
+    from .engine.metrics import summarize
+    from .engine.runner import run_cell
+    from .engine.store import EpisodeStore
+
     agent, backends = _make_agent(args)
     identity = {
         "domain": args.domain, "data_digest": data_digest(data_dir), "split": args.split or "all",
@@ -233,6 +264,13 @@ def build_parser() -> argparse.ArgumentParser:
     ep.add_argument("--backend", choices=["transformers", "openai"], default="transformers")
     ep.add_argument("--base-url", default=None, help="OpenAI-compatible server URL for --backend openai")
     ep.add_argument("--served-model", default=None, help="model name at the server (default: --model)")
+    ep.add_argument("--serve", choices=["vllm", "transformers"], default=None,
+                    help="start the model's OpenAI-compatible server for this job (health-waited, always stopped)")
+    ep.add_argument("--serve-timeout", type=float, default=900.0, help="seconds to wait for the server's /health")
+    ep.add_argument("--vllm-gpu-memory-utilization", type=float, default=0.9)
+    ep.add_argument("--vllm-max-model-len", type=int, default=None)
+    ep.add_argument("--vllm-tensor-parallel-size", type=int, default=1)
+    ep.add_argument("--vllm-arg", action="append", help="extra argument for vllm serve (repeatable)")
     ep.add_argument("--prompt", choices=["compact", "full"], default=None, help="agent prompt style (default by model)")
     ep.add_argument("--budget", type=positive_int("--budget"), default=10, help="error budget K (max_errors)")
     ep.add_argument("--max-steps", type=positive_int("--max-steps"), default=200)

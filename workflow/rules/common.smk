@@ -143,6 +143,16 @@ def episodes_args(wc):
         args.append("--tau2-compat")
     if BACKEND.get("base_url"):
         args.append(f"--base-url {BACKEND['base_url']}")
+    elif BACKEND.get("serve"):
+        vllm = BACKEND.get("vllm", {}) or {}
+        args.append(f"--serve {BACKEND['serve']}")
+        if "gpu_memory_utilization" in vllm:
+            args.append(f"--vllm-gpu-memory-utilization {vllm['gpu_memory_utilization']}")
+        if "max_model_len" in vllm:
+            args.append(f"--vllm-max-model-len {vllm['max_model_len']}")
+        if "tensor_parallel_size" in vllm:
+            args.append(f"--vllm-tensor-parallel-size {vllm['tensor_parallel_size']}")
+        args.extend(f"--vllm-arg={a}" for a in vllm.get("extra_args", []))
     if spec.get("served_model"):
         args.append(f"--served-model {spec['served_model']}")
     uri = tracking_uri_arg()

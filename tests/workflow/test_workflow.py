@@ -1,0 +1,147 @@
+"""The tiny study (.test/config) through Snakemake for real: every stage, MLflow, stale-only reruns.
+
+One module-scoped run (a few minutes on 2 cores) is inspected by several tests; the rerun
+tests then change the config the way a user would and check what Snakemake plans and does.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+SNAKEFILE = REPO / "Snakefile"
+
+
+def snakemake(workdir: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    command = [sys.executable, "-m", "snakemake", "-s", str(SNAKEFILE), "--directory", str(workdir),
+               "--configfile", str(workdir / "config.yaml"), *args]
+    result = subprocess.run(command, capture_output=True, text=True)
+    if check and result.returncode != 0:
+        logs = "\n".join(f"--- {p}\n{p.read_text()[-2000:]}" for p in (workdir / "results" / "logs").rglob("*.log"))
+        raise AssertionError(f"snakemake {' '.join(args)} failed:\n{result.stderr[-4000:]}\n{logs[-6000:]}")
+    return result
+
+
+def planned_jobs(dry_run_output: str) -> dict[str, int]:
+    """Job counts from the 'Job stats' table of a dry run."""
+    counts: dict[str, int] = {}
+    table = dry_run_output.split("Job stats:")[-1]
+    for line in table.splitlines():
+        match = re.match(r"^(\w+)\s+(\d+)$", line.strip())
+        if match and match.group(1) != "total":
+            counts[match.group(1)] = int(match.group(2))
+    return counts
+
+
+@pytest.fixture(scope="module")
+def study(tmp_path_factory) -> Path:
+    workdir = tmp_path_factory.mktemp("study")
+    shutil.copy(REPO / ".test" / "config" / "config.yaml", workdir / "config.yaml")
+    snakemake(workdir, "--cores", "2")
+    return workdir
+
+
+def _cell_dirs(workdir: Path) -> list[Path]:
+    return sorted(p.parent for p in (workdir / "results" / "cells").rglob("metrics.json"))
+
+
+def _mlflow_runs(workdir: Path, experiment: str):
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=f"sqlite:///{workdir / 'results' / 'mlflow.db'}")
+    exp = client.get_experiment_by_name(experiment)
+    assert exp is not None, f"no MLflow experiment {experiment}"
+    return client.search_runs([exp.experiment_id], max_results=10000)
+
+
+def test_every_cell_has_results_and_an_mlflow_run(study):
+    config = yaml.safe_load((study / "config.yaml").read_text())
+    cells = _cell_dirs(study)
+    expected = len(config["models"]) * len(config["precisions"]) * len(config["domains"]) * len(config["budgets"]) \
+        * len(config["repair"]) * config["trial_shards"]
+    assert len(cells) == expected == 16
+    runs = _mlflow_runs(study, config["tracking"]["experiment"])
+    cell_runs = [r for r in runs if "flatscore.cell_hash" in r.data.tags]
+    by_hash = {r.data.tags["flatscore.cell_hash"]: r for r in cell_runs}
+    assert len(cell_runs) == len(by_hash) == expected, "one run per cell, none duplicated"
+    for cell in cells:
+        info = json.loads((cell / "cell.json").read_text())
+        metrics = json.loads((cell / "metrics.json").read_text())
+        lines = (cell / "episodes.jsonl").read_text().splitlines()
+        assert len(lines) == metrics["n_episodes"] == config["tasks_per_domain"] * config["trials"]
+        run = by_hash[info["cell_hash"]]
+        assert run.data.params["precision"] == info["precision"]
+        assert run.data.params["budget"] == str(info["budget"])
+        assert run.data.metrics["n_episodes"] == metrics["n_episodes"]
+        assert "success_rate" in run.data.metrics and "channel_invented_tool" in run.data.metrics
+        assert run.data.tags.get("mlflow.parentRunId"), "cell runs are nested under the study run"
+
+
+def test_tables_cover_every_cell_and_plots_are_images(study):
+    agg = study / "results" / "aggregate"
+    with open(agg / "success.csv") as handle:
+        rows = list(csv.DictReader(handle))
+    keys = {(r["precision"], r["domain"], str(r["budget"]), str(r["repair"])) for r in rows}
+    assert len(keys) == 16
+    from PIL import Image
+
+    for name in ("budget_curves", "amplification", "repair"):
+        path = agg / "plots" / f"{name}.png"
+        with Image.open(path) as image:
+            assert image.width > 100 and image.height > 100
+        assert path.stat().st_size > 2000
+    summary = (agg / "summary.md").read_text()
+    assert "K=10" in summary or "K = 10" in summary or "budget" in summary.lower()
+    assert (study / "results" / "report" / "index.md").read_text().count("![") == 3
+
+
+def test_budget_counterfactual_equals_the_real_tight_runs(study):
+    with open(study / "results" / "aggregate" / "counterfactual.csv") as handle:
+        rows = list(csv.DictReader(handle))
+    assert rows, "the K=2 cells must be compared with the K=10 counterfactual"
+    agreement_cols = [c for c in rows[0] if "agree" in c]
+    assert agreement_cols, rows[0]
+    for row in rows:
+        assert float(row[agreement_cols[0]]) == 1.0, row
+
+
+def test_quantized_model_is_really_4_bit(study):
+    int4 = study / "results" / "models" / "demo" / "int4"
+    config = json.loads((int4 / "config.json").read_text())
+    assert config["quantization_config"]["quant_method"] == "compressed-tensors"
+    full_size = sum(p.stat().st_size for p in (study / "results" / "models" / "demo" / "full").glob("*.safetensors"))
+    int4_size = sum(p.stat().st_size for p in int4.glob("*.safetensors"))
+    assert int4_size < full_size
+
+
+def test_nothing_changed_means_nothing_to_do(study):
+    result = snakemake(study, "-n", "--cores", "2")
+    assert "Nothing to be done" in result.stdout + result.stderr
+
+
+def test_changing_one_budget_reruns_only_its_cells_without_duplicate_runs(study):
+    config = yaml.safe_load((study / "config.yaml").read_text())
+    config["budgets"] = [10, 3]
+    (study / "config.yaml").write_text(yaml.safe_dump(config))
+    plan = snakemake(study, "-n", "--cores", "2")
+    jobs = planned_jobs(plan.stdout)
+    assert jobs.get("episodes") == 8, jobs
+    assert not {"train_demo", "quantize", "generate_domain", "expert_demos"} & set(jobs), jobs
+    planned_cells = re.findall(r"output: (\S+/metrics\.json)", plan.stdout)
+    assert planned_cells and all("/K3/" in p for p in planned_cells)
+    snakemake(study, "--cores", "2")
+    runs = _mlflow_runs(study, config["tracking"]["experiment"])
+    hashes = [r.data.tags["flatscore.cell_hash"] for r in runs if "flatscore.cell_hash" in r.data.tags]
+    assert len(hashes) == len(set(hashes)) == 24
+    report = study / "report.html"
+    snakemake(study, "--report", str(report))
+    assert report.stat().st_size > 10_000
