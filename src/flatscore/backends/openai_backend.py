@@ -137,8 +137,13 @@ class OpenAIBackend(Backend):
         tool_calls = message.get("tool_calls") or None
         if tool_calls is not None and not isinstance(tool_calls, list):
             tool_calls = [tool_calls]
+        content = message.get("content") or ""
+        if isinstance(content, list):  # content parts: [{"type": "text", "text": ...}, ...]
+            content = "".join(p.get("text", "") if isinstance(p, dict) else str(p) for p in content)
+        elif not isinstance(content, str):
+            content = str(content)
         return ModelResponse(
-            text=message.get("content") or "",
+            text=content,
             tool_calls=tool_calls,
             prompt_tokens=prompt,
             completion_tokens=int(usage.get("completion_tokens") or 0),
