@@ -109,6 +109,7 @@ def quantize_model(
     max_seq_len: int = 512,
     awq: bool | None = None,
     dtype: str | torch.dtype | None = None,
+    num_threads: int | None = None,
 ) -> Manifest:
     """Quantize weights with AWQ + QuantizationModifier and save a compressed-tensors dir.
 
@@ -116,6 +117,18 @@ def quantize_model(
     chat template. Linear layers are quantized (lm_head kept). `awq=False` runs plain RTN
     quantization (QuantizationModifier alone). Returns the manifest written to out_dir.
     """
+    t0 = time.perf_counter()
+    src = str(model_dir_or_hf_id)
+    out = Path(out_dir)
+    prev_threads = torch.get_num_threads()
+    torch.set_num_threads(int(num_threads or os.cpu_count() or 1))
+    try:
+        return _quantize(src, out, scheme, group_size, calibration, n_samples, max_seq_len, awq, dtype, t0)
+    finally:
+        torch.set_num_threads(prev_threads)
+
+
+def _quantize(src, out, scheme, group_size, calibration, n_samples, max_seq_len, awq, dtype, t0) -> Manifest:
     from datasets import Dataset
     from llmcompressor import oneshot
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -123,10 +136,6 @@ def quantize_model(
     import compressed_tensors
     import llmcompressor
 
-    t0 = time.perf_counter()
-    torch.set_num_threads(os.cpu_count() or 1)
-    src = str(model_dir_or_hf_id)
-    out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     use_awq = True if awq is None else bool(awq)
     recipe = build_recipe(scheme, group_size, awq=use_awq)
@@ -176,6 +185,7 @@ def quantize_model(
         size_bytes_before=int(size_before),
         size_bytes_after=dir_size_bytes(out),
         cpu_pin_memory_workaround=patched,
+        num_threads=torch.get_num_threads(),
         versions={
             "llmcompressor": llmcompressor.__version__,
             "compressed_tensors": compressed_tensors.__version__,

@@ -21,6 +21,7 @@ SIZES: dict[str, dict[str, Any]] = {
         "steps": 150,
         "lr": 5e-3,
         "batch_size": 4,
+        "num_threads": 1,
     },
     "default": {
         "vocab_size": 6000,
@@ -31,7 +32,7 @@ SIZES: dict[str, dict[str, Any]] = {
         "num_key_value_heads": 4,
         "max_position_embeddings": 2048,
         "max_len": 1024,
-        "steps": 300,
+        "steps": 200,
         "lr": 3e-3,
         "batch_size": 4,
         # safety cap so a default build stays within 10 minutes on 2 busy cores

@@ -101,6 +101,7 @@ def train_demo_model(
     max_len: int | None = None,
     log_every: int | None = None,
     bf16: bool = False,
+    num_threads: int | None = None,
 ) -> Manifest:
     """Train tokenizer + randomly initialised LlamaForCausalLM on `conversations`, save an HF dir.
 
@@ -123,7 +124,20 @@ def train_demo_model(
     max_len = min(max_len, spec["max_position_embeddings"])
     if max_seconds is None:
         max_seconds = spec.get("max_seconds")
-    torch.set_num_threads(os.cpu_count() or 1)
+    # Threads: the size's default (tiny: 1; its matmuls are too small to split, and on a busy
+    # 2-core machine 2 OpenMP threads made it ~20x slower), else all cores.
+    num_threads = int(num_threads or spec.get("num_threads") or os.cpu_count() or 1)
+    prev_threads = torch.get_num_threads()
+    torch.set_num_threads(num_threads)
+    try:
+        return _train(conversations, Path(out_dir), size, spec, seed, steps, lr, batch_size,
+                      max_seconds, max_len, log_every, bf16, num_threads, t0)
+    finally:
+        torch.set_num_threads(prev_threads)
+
+
+def _train(conversations, out_dir, size, spec, seed, steps, lr, batch_size, max_seconds, max_len,
+           log_every, bf16, num_threads, t0) -> Manifest:
     random.seed(seed)
     torch.manual_seed(seed)
 
@@ -199,6 +213,7 @@ def train_demo_model(
         time_capped=done < steps,
         max_seconds=max_seconds,
         bf16_autocast=bf16,
+        num_threads=num_threads,
         lr=lr,
         batch_size=batch_size,
         max_len=max_len,

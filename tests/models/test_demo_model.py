@@ -1,0 +1,226 @@
+"""Demo model: tokenizer, chat template (Hermes tool calls), loss mask, training, reload."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+import torch
+
+from flatscore.models import Manifest
+from flatscore.models.demo import (
+    ALL_MARKERS,
+    build_untrained_demo,
+    render_conversation,
+    special_token_ids,
+    train_tokenizer,
+)
+from flatscore.models.demo.train import IGNORE, encode_for_training, train_demo_model
+
+TOOLS = [
+    {"type": "function", "function": {
+        "name": "get_user_details", "description": "Get a user's profile.",
+        "parameters": {"type": "object", "properties": {"user_id": {"type": "string"}}, "required": ["user_id"]}}},
+    {"type": "function", "function": {
+        "name": "return_delivered_order_items", "description": "Return items of a delivered order.",
+        "parameters": {"type": "object", "properties": {
+            "order_id": {"type": "string"},
+            "item_ids": {"type": "array", "items": {"type": "string"}},
+            "payment_method_id": {"type": "string"}},
+            "required": ["order_id", "item_ids"]}}},
+    # bare (non-wrapped) function form is accepted too
+    {"name": "transfer_to_human_agents", "description": "Hand over.",
+     "parameters": {"type": "object", "properties": {"summary": {"type": "string"}}, "required": ["summary"]}},
+]
+
+
+def _tc(i, name, **args):
+    return {"id": f"c{i}", "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
+
+
+def make_conversations(n=8):
+    users = ["mia_khan", "noah_li", "olga_berg", "pablo_ruiz", "quinn_ito", "rosa_diaz", "sam_odu", "tara_ng"]
+    out = []
+    for i in range(n):
+        u = users[i % len(users)]
+        oid = f"#W{2000 + 13 * i}"
+        item = str(4000000 + 101 * i)
+        msgs = [
+            {"role": "system", "content": "You are a helpful retail agent. Authenticate the user first."},
+            {"role": "user", "content": f"Hello, I am {u} and I want to return an item from {oid}."},
+            {"role": "assistant", "content": None, "tool_calls": [_tc(0, "get_user_details", user_id=u)]},
+            {"role": "tool", "tool_call_id": "c0", "name": "get_user_details",
+             "content": json.dumps({"user_id": u, "orders": [oid], "payment_methods": [f"gift_card_{i}"]})},
+            {"role": "assistant", "content": f"Thanks {u}. Which item of {oid} do you want to return?"},
+            {"role": "user", "content": f"Item {item}, refund to my gift card."},
+            {"role": "assistant", "content": None, "tool_calls": [_tc(
+                1, "return_delivered_order_items", order_id=oid, item_ids=[item], payment_method_id=f"gift_card_{i}")]},
+            {"role": "tool", "tool_call_id": "c1", "name": "return_delivered_order_items",
+             "content": json.dumps({"order_id": oid, "status": "return requested"})},
+            {"role": "assistant", "content": f"The return for {oid} is requested."},
+        ]
+        out.append({"messages": msgs, "tools": TOOLS})
+    return out
+
+
+@pytest.fixture(scope="module")
+def convs():
+    return make_conversations(8)
+
+
+@pytest.fixture(scope="module")
+def tokenizer(convs):
+    return train_tokenizer([render_conversation(c["messages"], c["tools"]) for c in convs], vocab_size=800)
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory, convs):
+    out = tmp_path_factory.mktemp("demo_tiny")
+    manifest = train_demo_model(convs, out, size="tiny", seed=0)
+    return out, manifest
+
+
+def test_markers_are_single_tokens(tokenizer):
+    ids = special_token_ids(tokenizer)
+    assert len(set(ids.values())) == len(ALL_MARKERS)
+    text = '<|im_start|>assistant\n<tool_call>{"name": "x"}</tool_call><|im_end|>'
+    enc = tokenizer.encode(text, add_special_tokens=False)
+    for m in ("<|im_start|>", "<tool_call>", "</tool_call>", "<|im_end|>"):
+        assert enc.count(ids[m]) == 1
+    assert tokenizer.eos_token == "<|im_end|>" and tokenizer.pad_token == "<|pad|>"
+    # control tokens are skipped on decode, tool markers survive (a Hermes parser needs them)
+    dec = tokenizer.decode(enc, skip_special_tokens=True)
+    assert "<tool_call>" in dec and "<|im_start|>" not in dec
+    assert tokenizer.decode(enc) == text
+
+
+def test_template_renders_tools_and_hermes_calls(tokenizer, convs):
+    c = convs[0]
+    text = tokenizer.apply_chat_template(c["messages"], tools=c["tools"], tokenize=False)
+    # compact tool list: one line per tool, argument names/types, no JSON schema
+    assert "- get_user_details(user_id: string)" in text
+    assert "- return_delivered_order_items(order_id: string, item_ids: array, payment_method_id?: string)" in text
+    assert "- transfer_to_human_agents(summary: string)" in text
+    assert '"properties"' not in text and "Get a user's profile" not in text
+    # ChatML structure
+    assert text.startswith("<|im_start|>system\n")
+    assert text.count("<|im_start|>assistant\n") == 4
+    assert text.count("<|im_end|>") == text.count("<|im_start|>")
+    assert "<|im_start|>tool\n<tool_response>\n" in text and "</tool_response><|im_end|>" in text
+    # Hermes tool calls round-trip to the same name/arguments
+    calls = [json.loads(s) for s in re.findall(r"<tool_call>(.*?)</tool_call>", text, re.S)]
+    expected = [(tc["function"]["name"], json.loads(tc["function"]["arguments"]))
+                for m in c["messages"] for tc in m.get("tool_calls") or []]
+    assert [(x["name"], x["arguments"]) for x in calls] == expected
+    # generation prompt
+    gp = tokenizer.apply_chat_template(c["messages"][:2], tools=c["tools"], tokenize=False, add_generation_prompt=True)
+    assert gp.endswith("<|im_end|>\n<|im_start|>assistant\n")
+    no_gp = tokenizer.apply_chat_template(c["messages"][:2], tools=c["tools"], tokenize=False)
+    assert no_gp.endswith("<|im_end|>\n") and not no_gp.endswith("assistant\n")
+    # same rendering with the tokenizer-free helper
+    assert render_conversation(c["messages"], c["tools"]) == text
+
+
+def test_template_consecutive_tool_results_and_dict_arguments(tokenizer):
+    msgs = [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": "Checking.", "tool_calls": [
+            {"type": "function", "function": {"name": "a", "arguments": {"x": 1}}},
+            {"type": "function", "function": {"name": "b", "arguments": "{\"y\": [1, 2]}"}}]},
+        {"role": "tool", "tool_call_id": "1", "content": "r1"},
+        {"role": "tool", "tool_call_id": "2", "content": "r2"},
+    ]
+    text = tokenizer.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
+    assert not text.startswith("<|im_start|>system")  # no system turn without system text/tools
+    assert ('Checking.\n<tool_call>{"name": "a", "arguments": {"x": 1}}</tool_call>\n'
+            '<tool_call>{"name": "b", "arguments": {"y": [1, 2]}}</tool_call><|im_end|>') in text
+    assert text.count("<|im_start|>tool") == 1
+    assert "<tool_response>\nr1\n</tool_response>\n<tool_response>\nr2\n</tool_response><|im_end|>" in text
+
+
+def test_loss_mask_covers_only_assistant_tokens(tokenizer, convs):
+    c = convs[1]
+    [(ids, labels)] = encode_for_training(tokenizer, c, max_len=4096)
+    assert len(ids) == len(labels)
+    labelled = tokenizer.decode([t for t, y in zip(ids, labels) if y != IGNORE], skip_special_tokens=False)
+    unlabelled = tokenizer.decode([t for t, y in zip(ids, labels) if y == IGNORE], skip_special_tokens=False)
+    # every labelled token equals its input token
+    assert all(y in (IGNORE, t) for t, y in zip(ids, labels))
+    # assistant text and calls are labelled, with the closing <|im_end|> of each assistant turn
+    assert labelled.count("<|im_end|>") == 4
+    assert labelled.count("<tool_call>") == 2
+    assert "Which item of" in labelled and "return is requested" not in unlabelled
+    # system, tool list, user text, tool results and role headers are not
+    for s in ("You are a helpful retail agent", "get_user_details(user_id", "I want to return",
+              "<tool_response>", '"status": "return requested"', "<|im_start|>", "assistant\n"):
+        assert s not in labelled, s
+        assert s in unlabelled, s
+    # the first labelled token follows the first "<|im_start|>assistant\n" header exactly
+    first = next(i for i, y in enumerate(labels) if y != IGNORE)
+    assert tokenizer.decode(ids[:first], skip_special_tokens=False).endswith("<|im_start|>assistant\n")
+
+
+def test_long_conversation_is_split_with_system_context(tokenizer, convs):
+    c = convs[2]
+    [(full, _)] = encode_for_training(tokenizer, c, max_len=10_000)
+    pieces = encode_for_training(tokenizer, c, max_len=len(full) // 2 + 40)
+    assert len(pieces) >= 2
+    assert all(len(x) <= len(full) // 2 + 40 for x, _ in pieces)
+    head = tokenizer.decode(pieces[1][0][:5], skip_special_tokens=False)
+    assert head.startswith("<|im_start|>system")
+    assert all(any(y != IGNORE for y in lab) for _, lab in pieces)
+
+
+def test_build_untrained_demo(tmp_path):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    out = build_untrained_demo(tmp_path / "u", size="tiny")
+    for f in ("config.json", "model.safetensors", "tokenizer.json", "generation_config.json", "flatscore_manifest.json"):
+        assert (out / f).is_file(), f
+    tok = AutoTokenizer.from_pretrained(out)
+    model = AutoModelForCausalLM.from_pretrained(out)
+    assert tok.chat_template and "<tool_call>" in tok.chat_template
+    assert model.config.vocab_size == len(tok) and model.config.num_hidden_layers == 2
+    assert model.generation_config.eos_token_id == tok.convert_tokens_to_ids("<|im_end|>")
+    m = Manifest.load(out)
+    assert m.kind == "demo" and m.trained is False
+
+
+def test_tiny_trains_reloads_and_generates(trained, convs):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    out, m = trained
+    assert m.seconds < 60
+    assert m.final_loss < 0.5 * m.first_loss, (m.first_loss, m.final_loss)
+    assert m.loss_curve[-1][1] < m.loss_curve[0][1]
+    assert m.n_conversations == len(convs) and m.steps > 0 and m.data_sha256
+    assert Manifest.load(out).sha == m.sha
+    tok = AutoTokenizer.from_pretrained(out)
+    model = AutoModelForCausalLM.from_pretrained(out).eval()
+    c = convs[0]
+    prompt = tok.apply_chat_template(c["messages"][:2], tools=c["tools"], add_generation_prompt=True, tokenize=False)
+    enc = tok(prompt, return_tensors="pt", add_special_tokens=False)
+    with torch.no_grad():
+        gen = model.generate(**enc, max_new_tokens=48, do_sample=False)
+    text = tok.decode(gen[0, enc["input_ids"].shape[1]:], skip_special_tokens=False)
+    assert len(text) > 0
+    # the trained model has learned to open a tool call at this point of the dialogue
+    assert text.startswith("<tool_call>"), text
+
+
+def test_training_is_deterministic(tmp_path, convs):
+    a = train_demo_model(convs[:4], tmp_path / "a", size="tiny", seed=3, steps=12)
+    b = train_demo_model(convs[:4], tmp_path / "b", size="tiny", seed=3, steps=12)
+    c = train_demo_model(convs[:4], tmp_path / "c", size="tiny", seed=4, steps=12)
+    assert a.weights_sha256 == b.weights_sha256 and a.sha == b.sha
+    assert a.weights_sha256 != c.weights_sha256
+
+
+def test_manifest_sha_ignores_timing(tmp_path):
+    m1 = Manifest(kind="demo", size="tiny", seconds=1.0, weights_sha256="x")
+    m2 = Manifest(kind="demo", size="tiny", seconds=99.0, weights_sha256="x")
+    m3 = Manifest(kind="demo", size="default", seconds=1.0, weights_sha256="x")
+    assert m1.sha == m2.sha != m3.sha
+    p = m1.save(tmp_path)
+    assert Manifest.load(p).to_dict() == m1.to_dict() and Manifest.find(tmp_path).sha == m1.sha

@@ -1,0 +1,197 @@
+"""AWQ W4A16 / W8A16 quantization of the tiny demo model with llmcompressor (CPU)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+from safetensors import safe_open
+
+from flatscore.models import Manifest
+from flatscore.models.demo.samples import sample_conversations
+from flatscore.models.demo.train import train_demo_model
+from flatscore.models.loading import load_model
+from flatscore.models.manifest import weights_sha256
+from flatscore.models.quantize import (
+    _no_accelerator,
+    build_recipe,
+    cpu_pin_memory_workaround,
+    prepare_precision,
+    quantize_model,
+)
+
+LINEARS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory):
+    out = tmp_path_factory.mktemp("base")
+    train_demo_model(sample_conversations(8), out, size="tiny", seed=0)
+    return out
+
+
+@pytest.fixture(scope="module")
+def calibration():
+    return sample_conversations(8)
+
+
+@pytest.fixture(scope="module")
+def q4(base, calibration, tmp_path_factory):
+    out = tmp_path_factory.mktemp("q4")
+    m = quantize_model(base, out, scheme="w4a16", group_size=32, calibration=calibration,
+                       n_samples=8, max_seq_len=512, num_threads=1)
+    return out, m
+
+
+@pytest.fixture(scope="module")
+def q8(base, calibration, tmp_path_factory):
+    out = tmp_path_factory.mktemp("q8")
+    m = quantize_model(base, out, scheme="w8a16", group_size=32, calibration=calibration,
+                       n_samples=8, max_seq_len=512, num_threads=1)
+    return out, m
+
+
+def _tensors(d: Path) -> dict[str, torch.Tensor]:
+    out = {}
+    for f in sorted(d.glob("*.safetensors")):
+        with safe_open(str(f), "pt") as st:
+            for k in st.keys():
+                out[k] = st.get_tensor(k)
+    return out
+
+
+def _prompt_logits(model_dir, prompt_conv):
+    model, tok = load_model(model_dir)
+    text = tok.apply_chat_template(prompt_conv["messages"][:2], tools=prompt_conv["tools"],
+                                   add_generation_prompt=True, tokenize=False)
+    enc = tok(text, return_tensors="pt", add_special_tokens=False)
+    with torch.no_grad():
+        logits = model(**enc).logits[0].float()
+    return model, tok, enc, logits
+
+
+def _check_compressed(qdir: Path, base: Path, bits: int, max_ratio: float):
+    cfg = json.loads((qdir / "config.json").read_text())["quantization_config"]
+    assert cfg["quant_method"] == "compressed-tensors"
+    assert cfg["format"] == "pack-quantized"
+    assert cfg["quantization_status"] == "compressed"
+    assert "lm_head" in cfg["ignore"]
+    [group] = cfg["config_groups"].values()
+    assert group["weights"]["num_bits"] == bits and group["weights"]["strategy"] == "group"
+    assert group["weights"]["group_size"] == 32
+
+    qt, bt = _tensors(qdir), _tensors(base)
+    qlin_bytes = fp32_lin_bytes = 0
+    n_layers = json.loads((base / "config.json").read_text())["num_hidden_layers"]
+    for i in range(n_layers):
+        for name in LINEARS:
+            sub = "self_attn" if name.endswith(("q_proj", "k_proj", "v_proj", "o_proj")) else "mlp"
+            p = f"model.layers.{i}.{sub}.{name}"
+            assert f"{p}.weight" not in qt, p
+            assert qt[f"{p}.weight_packed"].dtype == torch.int32
+            assert f"{p}.weight_scale" in qt
+            qlin_bytes += sum(t.numel() * t.element_size() for k, t in qt.items() if k.startswith(p + "."))
+            fp32_lin_bytes += bt[f"{p}.weight"].numel() * 4
+    # lm_head and embeddings stay full precision
+    assert "lm_head.weight" in qt and qt["lm_head.weight"].dtype == torch.float32
+    assert not any(k.startswith("lm_head.weight_") for k in qt)
+    assert torch.equal(qt["lm_head.weight"], bt["lm_head.weight"])
+    assert qlin_bytes < max_ratio * fp32_lin_bytes, (qlin_bytes, fp32_lin_bytes)
+    return qt
+
+
+def test_recipe_text():
+    r4 = yaml.safe_load(build_recipe("w4a16", 32))["quant_stage"]["quant_modifiers"]
+    assert list(r4) == ["AWQModifier", "QuantizationModifier"]
+    w = r4["QuantizationModifier"]["config_groups"]["group_0"]["weights"]
+    assert (w["num_bits"], w["symmetric"], w["strategy"], w["group_size"]) == (4, False, "group", 32)
+    assert r4["QuantizationModifier"]["ignore"] == ["lm_head"]
+    assert r4["QuantizationModifier"]["config_groups"]["group_0"]["targets"] == ["Linear"]
+    r8 = yaml.safe_load(build_recipe("w8a16", 64))["quant_stage"]["quant_modifiers"]
+    assert r8["QuantizationModifier"]["config_groups"]["group_0"]["weights"]["num_bits"] == 8
+    assert list(yaml.safe_load(build_recipe("w4a16", awq=False))["quant_stage"]["quant_modifiers"]) == [
+        "QuantizationModifier"]
+    with pytest.raises(ValueError):
+        build_recipe("w3a16")
+
+
+@pytest.mark.skipif(not _no_accelerator(), reason="the workaround only applies without an accelerator")
+def test_cpu_pin_memory_workaround():
+    from llmcompressor.pipelines.cache import IntermediatesCache
+
+    original = IntermediatesCache.__dict__["pin_memory"]
+    cache = IntermediatesCache.empty(1, torch.device("cpu"))
+    cache.update(0, {"hidden_states": torch.ones(2, 3)})
+    # the upstream bug: pinning needs an accelerator (skip this half if torch stops raising)
+    try:
+        cache.pin_memory(0)
+        raised = False
+    except RuntimeError:
+        raised = True
+    with cpu_pin_memory_workaround() as patched:
+        assert patched is True
+        cache.pin_memory(0)  # no-op now
+        assert not cache.fetch(0)["hidden_states"].is_pinned()
+    assert IntermediatesCache.__dict__["pin_memory"] is original
+    if not raised:
+        pytest.skip("torch no longer raises on pin_memory without an accelerator")
+
+
+def test_w4a16_awq(q4, base, calibration):
+    qdir, m = q4
+    qt = _check_compressed(qdir, base, bits=4, max_ratio=0.25)
+    assert any(k.endswith("weight_zero_point") for k in qt)  # asymmetric
+    assert m.kind == "quantized" and m.scheme == "w4a16" and m.method == "awq"
+    assert m.format == "pack-quantized" and m.quant_method == "compressed-tensors"
+    assert m.n_calibration == 8 and len(m.calibration_sha256) == 64
+    assert m.base_manifest_sha == Manifest.load(base).sha
+    assert m.size_bytes_after < m.size_bytes_before
+    assert m.weights_sha256 == weights_sha256(qdir)
+    assert Manifest.load(qdir).sha == m.sha
+    assert "AWQModifier" in m.recipe
+    assert m.cpu_pin_memory_workaround is _no_accelerator()
+
+    conv = calibration[2]
+    _, _, _, lb = _prompt_logits(base, conv)
+    model, tok, enc, lq = _prompt_logits(qdir, conv)
+    assert lq.shape == lb.shape
+    assert (lq - lb).abs().max() > 1e-4  # really quantized
+    cos = torch.nn.functional.cosine_similarity(lq, lb, dim=-1).mean()
+    top1 = (lq.argmax(-1) == lb.argmax(-1)).float().mean()
+    assert cos > 0.9, cos
+    assert top1 > 0.5, top1
+    with torch.no_grad():
+        gen = model.generate(**enc, max_new_tokens=40, do_sample=False)
+    new = gen[0, enc["input_ids"].shape[1]:]
+    assert len(new) > 0
+    text = tok.decode(new, skip_special_tokens=True)
+    # the base model was trained on this dialogue and opens a tool call here; so does the 4-bit one
+    assert text.startswith("<tool_call>"), text
+
+
+def test_w8a16_awq(q8, q4, base, calibration):
+    qdir, m = q8
+    _check_compressed(qdir, base, bits=8, max_ratio=0.35)
+    assert m.scheme == "w8a16" and m.method == "awq"
+    assert m.size_bytes_after > q4[1].size_bytes_after  # 8-bit is bigger than 4-bit
+    conv = calibration[3]
+    _, _, _, lb = _prompt_logits(base, conv)
+    _, _, _, l8 = _prompt_logits(qdir, conv)
+    _, _, _, l4 = _prompt_logits(q4[0], conv)
+    assert (l8 - lb).abs().max() > 0
+    # 8-bit is closer to full precision than 4-bit
+    assert (l8 - lb).pow(2).mean() < (l4 - lb).pow(2).mean()
+    assert torch.nn.functional.cosine_similarity(l8, lb, dim=-1).mean() > 0.99
+
+
+def test_rtn_arm_and_prepare_precision(base, q4, tmp_path):
+    m = quantize_model(base, tmp_path / "rtn", scheme="w4a16", calibration=["hello world"], awq=False, num_threads=1)
+    assert m.method == "rtn" and "AWQModifier" not in m.recipe
+    assert json.loads((tmp_path / "rtn" / "config.json").read_text())["quantization_config"]["format"] == "pack-quantized"
+    # full precision and already-quantized checkpoints are passed through unchanged
+    assert prepare_precision(base, "fp32", tmp_path / "x") == base
+    assert prepare_precision(q4[0], "w4a16", tmp_path / "y") == q4[0]
+    assert not (tmp_path / "x").exists() and not (tmp_path / "y").exists()
