@@ -26,6 +26,9 @@ def test_slurm_profile() -> None:
     for key in ("jobs", "retries", "latency-wait", "default-resources", "set-resources"):
         assert key in p, key
     assert p["slurm-status-command"] == "squeue"
+    # Rules say `threads: workflow.cores`; under the slurm executor that is an error unless
+    # `cores` is given (it does not cap concurrency on a cluster; `jobs` does).
+    assert isinstance(p["cores"], int) and p["cores"] >= max(p["set-threads"].values())
     dr = p["default-resources"]
     assert dr["slurm_partition"].startswith("$") and dr["slurm_account"].startswith("$"), dr
     for rule in GPU_RULES:
@@ -42,6 +45,7 @@ def test_ci_profile_is_the_slurm_profile_without_gpus() -> None:
     assert ci["set-threads"].keys() == gpu["set-threads"].keys()
     assert not any("gres" in r or "gpu" in r for r in ci["set-resources"].values())
     assert ci["slurm-status-command"] == "squeue"
+    assert ci["cores"] == 2
     for rule, res in ci["set-resources"].items():
         assert res["cpus_per_task"] <= 2, f"{rule}: the CI node has 2 CPUs"
         assert ci["set-threads"].get(rule, res["cpus_per_task"]) == res["cpus_per_task"]
