@@ -172,6 +172,8 @@ def _raw_of(text: str | None, tool_calls: list[Any]) -> str:
         dumped = json.dumps(tool_calls, ensure_ascii=False, default=str)
     except (TypeError, ValueError):
         dumped = repr(tool_calls)
+    if text is not None and not isinstance(text, str):  # e.g. a server's list of content parts
+        text = json.dumps(text, ensure_ascii=False, default=str)
     return ((text or "") + "\n" if text else "") + dumped
 
 

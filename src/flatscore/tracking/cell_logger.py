@@ -109,10 +109,12 @@ def drop_secrets(obj: Any) -> Any:
 
 
 def results_dir_of(cell_dir: Path) -> Path:
-    """``<results>/cells/<cell_id>`` -> ``<results>``."""
+    """``<results>/cells/<cell_id>`` (or the workflow's nested
+    ``<results>/cells/<model>/<precision>/.../shard<i>``) -> ``<results>``."""
     cell_dir = Path(cell_dir).resolve()
-    if cell_dir.parent.name == "cells":
-        return cell_dir.parent.parent
+    for ancestor in cell_dir.parents:
+        if ancestor.name == "cells":
+            return ancestor.parent
     return cell_dir.parent
 
 
@@ -514,9 +516,10 @@ def iter_cell_dirs(results_dir: str | os.PathLike[str]):
     cells = Path(results_dir) / "cells"
     if not cells.is_dir():
         return
-    for d in sorted(cells.iterdir()):
-        if d.is_dir() and (d / CELL_FILE).exists():
-            yield d
+    # cells may be nested (the workflow writes cells/<model>/<precision>/<domain>/K<b>/repair-*/shard<i>)
+    for f in sorted(cells.rglob(CELL_FILE)):
+        if f.is_file():
+            yield f.parent
 
 
 def sync_results(
