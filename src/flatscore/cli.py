@@ -180,6 +180,7 @@ def _run_episodes(args: argparse.Namespace, out: Path, data_dir: Path, domain: A
             "backend": args.backend if args.agent == "llm" else "none"}
     cell.pop("tasks")
     cell["task_ids"] = [t.id for t in tasks]
+    cell["identity"] = identity  # what cell_hash was computed from: integrity checks recompute it
     write_json_atomic(cell_file, cell)
     store = EpisodeStore(out / "episodes.jsonl")
     try:

@@ -171,7 +171,7 @@ def _aggregate(sub: Any) -> None:
     p = sub.add_parser("aggregate", help="statistics, budget curves, amplification, repair ablation, plots, summary")
     p.add_argument("--cells", nargs="+", required=True, help="cell folders (or their metrics.json files)")
     p.add_argument("--out", required=True)
-    p.add_argument("--config", default=None, help="study config (YAML) whose cell identities the cells must match")
+    p.add_argument("--config", default=None, help="study config (YAML or JSON file, or inline JSON) the cells must match")
     p.add_argument("--equivalence-margin", type=float, default=0.075)
     p.add_argument("--power-gaps", type=float, nargs="*", default=[0.05, 0.10, 0.15])
     p.set_defaults(func=cmd_aggregate)
@@ -179,10 +179,16 @@ def _aggregate(sub: Any) -> None:
 
 def cmd_aggregate(args: argparse.Namespace) -> int:
     from .analysis.report import aggregate
-    from .engine.integrity import verify_cells
+    from .engine.integrity import expected_from_config, verify_cells
 
     cells = [Path(c).parent if Path(c).name == "metrics.json" else Path(c) for c in args.cells]
-    verify_cells(cells)
+    expected = None
+    if args.config:
+        import yaml
+
+        text = args.config if args.config.lstrip().startswith("{") else Path(args.config).read_text()
+        expected = expected_from_config(yaml.safe_load(text))
+    verify_cells(cells, expected)
     out = Path(args.out)
     written = aggregate(cells, out, equivalence_margin=args.equivalence_margin, power_gaps=tuple(args.power_gaps))
     _collect_plots(out, written)

@@ -1,6 +1,7 @@
 """Config validation, the list of cells, and path helpers shared by every stage."""
 
 import json
+import shlex
 from pathlib import Path
 
 from snakemake.utils import validate

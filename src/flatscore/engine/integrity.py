@@ -19,6 +19,25 @@ class IntegrityError(ValueError):
     """A cell's results cannot be trusted as they are."""
 
 
+#: Fields of cell.json that the analysis groups by: each must equal the hashed identity's.
+IDENTITY_FIELDS = ("domain", "budget", "repair", "precision", "model", "trials", "first_trial", "seed", "max_steps",
+                   "tau2_compat", "split", "model_manifest_sha", "data_digest")
+
+
+def expected_from_config(config: dict[str, Any]) -> dict[str, Any]:
+    """What every cell of a study config must have (single values) or be one of (lists)."""
+    return {
+        "domain": list(config.get("domains", {})),
+        "budget": list(config.get("budgets", [])),
+        "repair": list(config.get("repair", [])),
+        "precision": list(config.get("precisions", [])),
+        "model": list(config.get("models", {})),
+        "seed": config.get("seed"),
+        "max_steps": config.get("max_steps", 200),
+        "tau2_compat": bool(config.get("tau2_compat", False)),
+    }
+
+
 def _load(path: Path) -> dict[str, Any]:
     try:
         return json.loads(path.read_text())
@@ -36,6 +55,13 @@ def verify_cell(cell_dir: Path, expected: dict[str, Any] | None = None) -> dict[
     if not episodes.exists():
         raise IntegrityError(f"{cell_dir}: episodes.jsonl is missing")
     chash = cell.get("cell_hash")
+    identity = cell.get("identity")
+    if not isinstance(identity, dict) or cell_hash(identity) != chash:
+        raise IntegrityError(f"{cell_dir}: cell.json's identity does not hash to its cell_hash {chash} (edited?)")
+    for key in IDENTITY_FIELDS:
+        if key in identity and cell.get(key) != identity[key]:
+            raise IntegrityError(f"{cell_dir}: cell.json says {key}={cell.get(key)!r} but its identity has "
+                                 f"{identity[key]!r} (relabelled?)")
     if metrics.get("cell_hash") != chash:
         raise IntegrityError(f"{cell_dir}: metrics.json is for cell {metrics.get('cell_hash')}, cell.json for {chash}")
     if metrics.get("episodes_sha256") != episodes_sha256(episodes):
@@ -53,14 +79,15 @@ def verify_cell(cell_dir: Path, expected: dict[str, Any] | None = None) -> dict[
     if count != metrics.get("n_episodes"):
         raise IntegrityError(f"{cell_dir}: {count} episodes on disk, metrics.json counted {metrics.get('n_episodes')}")
     for key, value in (expected or {}).items():
-        if cell.get(key) != value:
+        ok = cell.get(key) in value if isinstance(value, list) else cell.get(key) == value
+        if not ok:
             raise IntegrityError(f"{cell_dir}: cell.json has {key}={cell.get(key)!r}, the config asks for {value!r}")
     return cell
 
 
-def verify_cells(cell_dirs: Iterable[Path], expected: dict[str, dict[str, Any]] | None = None) -> list[dict[str, Any]]:
-    expected = expected or {}
-    return [verify_cell(Path(d), expected.get(str(d))) for d in cell_dirs]
+def verify_cells(cell_dirs: Iterable[Path], expected: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """Verify every cell; ``expected`` (see :func:`expected_from_config`) applies to all of them."""
+    return [verify_cell(Path(d), expected) for d in cell_dirs]
 
 
 def seal_metrics(metrics: dict[str, Any], cell_hash_value: str, episodes: Path) -> dict[str, Any]:
@@ -68,4 +95,4 @@ def seal_metrics(metrics: dict[str, Any], cell_hash_value: str, episodes: Path) 
     return {**metrics, "cell_hash": cell_hash_value, "episodes_sha256": episodes_sha256(episodes)}
 
 
-__all__ = ["IntegrityError", "cell_hash", "seal_metrics", "verify_cell", "verify_cells"]
+__all__ = ["IntegrityError", "cell_hash", "expected_from_config", "seal_metrics", "verify_cell", "verify_cells"]
