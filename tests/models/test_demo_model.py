@@ -224,3 +224,10 @@ def test_manifest_sha_ignores_timing(tmp_path):
     assert m1.sha == m2.sha != m3.sha
     p = m1.save(tmp_path)
     assert Manifest.load(p).to_dict() == m1.to_dict() and Manifest.find(tmp_path).sha == m1.sha
+
+
+def test_time_cap_stops_training(tmp_path, convs):
+    m = train_demo_model(convs[:4], tmp_path / "capped", size="tiny", steps=100_000, max_seconds=3)
+    assert m.time_capped is True and 0 < m.steps < 100_000
+    assert m.seconds < 30
+    assert (tmp_path / "capped" / "model.safetensors").is_file()

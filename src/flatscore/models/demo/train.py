@@ -164,9 +164,19 @@ def _train(conversations, out_dir, size, spec, seed, steps, lr, batch_size, max_
     pad_id = tokenizer.convert_tokens_to_ids("<|pad|>")
     losses: list[float] = []
     done = 0
+    # With a time cap, the schedule is fitted to the steps that fit: after a few steps the
+    # projected number of steps (from the mean step time so far) replaces `steps` as the
+    # schedule's length, so the learning rate still anneals before the cap.
+    total = steps
+    t_loop = time.perf_counter()
     for step in range(steps):
-        if max_seconds is not None and time.perf_counter() - t0 > max_seconds:
-            break
+        now = time.perf_counter()
+        if max_seconds is not None:
+            if now - t0 > max_seconds or step >= total:
+                break
+            if step >= 3:
+                per_step = (now - t_loop) / step
+                total = min(total, step + max(1, int((max_seconds - (now - t0)) / per_step)))
         if len(order) < batch_size:
             perm = list(range(len(examples)))
             rng.shuffle(perm)
@@ -176,7 +186,7 @@ def _train(conversations, out_dir, size, spec, seed, steps, lr, batch_size, max_
         idx, order = order[:batch_size], order[batch_size:]
         batch = _collate([examples[i] for i in idx], pad_id)
         for g in opt.param_groups:
-            g["lr"] = _lr_at(step, steps, lr, warmup)
+            g["lr"] = _lr_at(step, total, lr, warmup)
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
             loss = model(**batch).loss
         opt.zero_grad(set_to_none=True)
