@@ -6,6 +6,7 @@ where SLURM is not installed or no node is idle. Set it up with `sudo bash .ci/s
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -153,6 +154,10 @@ TEST_CONFIG = REPO / ".test" / "config" / "config.yaml"
 TIMING = re.compile(r"(time|seconds|duration|elapsed|wall|_s$|per_s|per_sec|tokens_s|timestamp|date|run_id)", re.I)
 
 
+def _comparable(metrics: dict) -> dict:
+    return {k: v for k, v in metrics.items() if not TIMING.search(k) and not k.endswith(("hash", "sha256"))}
+
+
 def _aggregate_csvs(results: Path) -> dict[str, Path]:
     return {str(p.relative_to(results)): p for p in sorted(results.rglob("*.csv")) if "aggregate" in str(p.relative_to(results))}
 
@@ -214,6 +219,14 @@ def test_tiny_study_on_slurm_equals_local(slurm: None, tmp_path: Path) -> None:
             assert ids, f"no sbatch submissions in the slurm run:\n{log[-3000:]}"
             assert _job_record(ids[-1])["JobState"] == "COMPLETED"
         runs[name] = _aggregate_csvs(work)
+    # Per cell, too: the episode counts, tokens and error-channel counts of every metrics.json
+    # (timings and the hashes over timed records excluded).
+    local_cells = sorted((tmp_path / "local").rglob("cells/**/metrics.json"))
+    assert local_cells, "the local run wrote no cells"
+    for m in local_cells:
+        other = tmp_path / "slurm" / m.relative_to(tmp_path / "local")
+        a, b = (_comparable(json.loads(x.read_text())) for x in (m, other))
+        assert a == b, (str(m.relative_to(tmp_path / "local")), {k: (a.get(k), b.get(k)) for k in a.keys() | b.keys() if a.get(k) != b.get(k)})
     assert runs["local"], "the local run wrote no aggregate CSVs"
     assert runs["local"].keys() == runs["slurm"].keys()
     for rel, path in runs["local"].items():
