@@ -14,6 +14,7 @@ Conventions
 
 from __future__ import annotations
 
+import functools
 import math
 import warnings
 from typing import Iterator
@@ -35,8 +36,73 @@ USER_SIDE_CHANNELS = {"user_tool_error"}
 
 
 # --------------------------------------------------------------------------------------- helpers
+# Bootstrap CIs. pg.compute_bootci (scipy.stats.bootstrap underneath) evaluates the statistic on
+# the n jackknife resamples for BCa; for task-clustered statistics that is an (n x n) @ (n x m)
+# product per call, ~0.2 s at 1,700 tasks and ~230 calls per study. Every statistic bootstrapped
+# here is a function of per-task column sums, so the same interval is computed below in closed
+# form: the *same* resamples (scipy's generator, seeded as pingouin seeds it), the same bootstrap
+# distribution, the same BCa formulas (Efron & Tibshirani 14.3/15.4, as scipy writes them) and
+# the same quantile; only the jackknife uses leave-one-out sums (total - row) instead of
+# re-summing n - 1 rows, which changes a_hat in the last bits at most. tests/analysis checks
+# these intervals against pg.compute_bootci.
+@functools.lru_cache(maxsize=4)
+def _resamples(n: int, n_boot: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """The (n_boot, n) resample indices scipy.stats.bootstrap draws for ``random_state=seed``
+    and their counts per task (n_boot, n), as float. Cached (read-only): every arm of a study
+    with the same number of tasks is resampled alike, as pingouin with one seed does."""
+    from scipy._lib._util import check_random_state, rng_integers
+
+    idx = rng_integers(check_random_state(seed), 0, n, (n_boot, n))
+    w = np.zeros((n_boot, n))
+    step = max(1, 2**18 // n)  # rows per bincount: keep the counted block in cache
+    for r0 in range(0, n_boot, step):
+        block = idx[r0:r0 + step]
+        rows = block.shape[0]
+        w[r0:r0 + rows] = np.bincount((block + (np.arange(rows) * n)[:, None]).ravel(),
+                                      minlength=rows * n).reshape(rows, n)
+    idx.setflags(write=False)
+    w.setflags(write=False)
+    return idx, w
+
+
+def _boot_indices(n: int, n_boot: int, seed) -> np.ndarray:
+    return _resamples(int(n), int(n_boot), seed)[0]
+
+
+def _interval(theta_b: np.ndarray, theta_hat: np.ndarray, theta_jack: np.ndarray | None,
+              confidence: float = 0.95) -> np.ndarray:
+    """scipy's BCa (``theta_jack`` given) or percentile interval per row; (2, q).
+
+    ``theta_b`` (q, B) bootstrap distribution, ``theta_hat`` (q,), ``theta_jack`` (q, n).
+    """
+    from scipy import stats as sps
+    from scipy.special import ndtr, ndtri
+
+    alpha = (1 - confidence) / 2
+    q = theta_b.shape[0]
+    if theta_jack is None:
+        interval = np.broadcast_to(np.array([alpha, 1 - alpha]), (q, 2))
+    else:
+        B = theta_b.shape[-1]
+        th = theta_hat[:, None]
+        pct = (np.count_nonzero(theta_b < th, axis=-1) + np.count_nonzero(theta_b <= th, axis=-1)) / (2 * B)
+        z0 = ndtri(pct)
+        n = float(theta_jack.shape[-1])
+        U = (n - 1) * (theta_jack.mean(axis=-1, keepdims=True) - theta_jack)
+        a_hat = 1 / 6 * (np.sum(U**3, axis=-1) / n**3) / (np.sum(U**2, axis=-1) / n**2) ** (3 / 2)
+        z_alpha = float(ndtri(alpha))
+        num1, num2 = z0 + z_alpha, z0 - z_alpha
+        interval = np.stack([ndtr(z0 + num1 / (1 - a_hat * num1)), ndtr(z0 + num2 / (1 - a_hat * num2))], axis=-1)
+    ci = sps.quantile(theta_b, interval, axis=-1)  # (q, 2)
+    return np.round(np.asarray(ci, dtype=float).T, DECIMALS)
+
+
 def _bootci(x, y=None, func="mean", paired=False, n_boot=2000, seed=0) -> tuple[float, float]:
-    """pingouin bootstrap CI (BCa, unrounded); percentile if BCa degenerates; point if no spread."""
+    """Bootstrap CI (BCa, unrounded); percentile if BCa degenerates; point if no spread.
+
+    ``func="mean"`` (what this module uses) is computed in closed form, equal to
+    ``pg.compute_bootci(x, func="mean", method=..., seed=seed)``; anything else goes to pingouin.
+    """
     x = np.asarray(x, dtype=float)
     if x.size < 2:
         return (math.nan, math.nan)
@@ -47,6 +113,18 @@ def _bootci(x, y=None, func="mean", paired=False, n_boot=2000, seed=0) -> tuple[
         if np.ptp(x) == 0 and np.ptp(y) == 0:
             v = float(func(x, y)) if callable(func) else math.nan
             return (v, v)
+    if y is None and func == "mean":
+        with warnings.catch_warnings(), np.errstate(all="ignore"):
+            warnings.simplefilter("ignore")
+            n = x.size
+            theta_b = np.mean(x[_boot_indices(n, n_boot, seed)], axis=-1)[None, :]
+            theta_hat = np.array([np.mean(x)])
+            jack = ((x.sum() - x) / (n - 1))[None, :]
+            for j in (jack, None):
+                ci = _interval(theta_b, theta_hat, j)[:, 0]
+                if np.all(np.isfinite(ci)):
+                    return (float(ci[0]), float(ci[1]))
+        return (math.nan, math.nan)
     for method in ("bca", "per"):
         with warnings.catch_warnings(), np.errstate(all="ignore"):
             warnings.simplefilter("ignore")
@@ -61,12 +139,14 @@ def _bootci(x, y=None, func="mean", paired=False, n_boot=2000, seed=0) -> tuple[
 
 
 def bootci_tasks(A: np.ndarray, stat, n_boot: int = 2000, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """Task-clustered bootstrap CIs of several statistics at once, through pg.compute_bootci.
+    """Task-clustered bootstrap CIs of several statistics at once.
 
     ``A`` is (n_tasks, m): per-task sums; ``stat(S, n)`` maps column sums ``S`` (rows, m) of a
-    resample of ``n`` tasks to (rows, q) statistics. pingouin resamples the task *indices*;
-    each resample's column sums are one matrix product, so q statistics cost one bootstrap.
-    BCa first; outputs where BCa degenerates (no spread) get the percentile interval.
+    resample of ``n`` tasks to (rows, q) statistics. The task indices are resampled as
+    ``pg.compute_bootci(np.arange(n_tasks), func=..., seed=seed)`` resamples them; each
+    resample's column sums are one matrix product, so q statistics cost one bootstrap, and the
+    BCa jackknife uses leave-one-out sums. BCa first; outputs where BCa degenerates (no spread)
+    get the percentile interval.
     """
     A = np.asarray(A, dtype=float)
     nt = A.shape[0]
@@ -74,30 +154,19 @@ def bootci_tasks(A: np.ndarray, stat, n_boot: int = 2000, seed: int = 0) -> tupl
     lo, hi = np.full(point.shape, math.nan), np.full(point.shape, math.nan)
     if nt < 2:
         return lo, hi
-
-    def func(idx, axis=-1):
-        i = np.asarray(idx).astype(np.int64)
-        lead, n = i.shape[:-1], i.shape[-1]
-        flat = i.reshape(-1, n)
-        rows = flat.shape[0]
-        w = np.bincount((flat + (np.arange(rows) * nt)[:, None]).ravel(), minlength=rows * nt).reshape(rows, nt)
-        with np.errstate(all="ignore"):
-            out = np.asarray(stat(w @ A, n), dtype=float)  # (rows, q)
-        return np.moveaxis(out.reshape(*lead, -1), -1, 0) if lead else out[0]
-
-    for method in ("bca", "per"):
-        todo = ~(np.isfinite(lo) & np.isfinite(hi))
-        if not todo.any():
-            break
-        with warnings.catch_warnings(), np.errstate(all="ignore"):
-            warnings.simplefilter("ignore")
-            try:
-                ci = pg.compute_bootci(np.arange(nt, dtype=float), func=func, method=method, n_boot=n_boot,
-                                       decimals=DECIMALS, seed=seed)
-            except (ValueError, FloatingPointError, ZeroDivisionError, IndexError):
-                continue
-        ci = np.asarray(ci, dtype=float).reshape(2, -1)
-        lo[todo], hi[todo] = ci[0][todo], ci[1][todo]
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")
+        w = _resamples(int(nt), int(n_boot), seed)[1]
+        theta_b = np.asarray(stat(w @ A, nt), dtype=float).T  # (q, B)
+        total = np.ones((1, nt)) @ A
+        theta_hat = np.asarray(stat(total, nt), dtype=float)[0]
+        jack = np.asarray(stat(total - A, nt - 1), dtype=float).T  # (q, n)
+        for j in (jack, None):
+            todo = ~(np.isfinite(lo) & np.isfinite(hi))
+            if not todo.any():
+                break
+            ci = _interval(theta_b[todo], theta_hat[todo], None if j is None else j[todo])
+            lo[todo], hi[todo] = ci[0], ci[1]
     # an output with no spread at all across tasks: the interval is the point
     for j in np.flatnonzero(~np.isfinite(lo)):
         if np.isfinite(point[j]):
@@ -374,46 +443,58 @@ def stability_table(episodes: pd.DataFrame, error_events: pd.DataFrame,
     ev = error_events[episodes["scored"].to_numpy()[error_events["episode_row"].to_numpy()]]
     keys = ARM_KEYS + ["task_id", "tool", "channel"]
     cnt = ev.groupby(keys, observed=True).size().rename("count").reset_index()
-    for c in ("precision", "task_id", "tool", "channel"):
-        cnt[c] = cnt[c].astype(str)
-    by_group = {k if isinstance(k, tuple) else (k,): g for k, g in cnt.groupby(CMP_KEYS, observed=True, sort=True)}
+    # integer codes, sorted like the strings: grids and keys are built from them, not from text
+    codes = {}
+    names = {}
+    for c in ("task_id", "tool", "channel"):
+        code, uniq = pd.factorize(cnt[c].astype(str).to_numpy(dtype=object), sort=True)
+        codes[c], names[c] = code.astype(np.int64), np.asarray(uniq, dtype=object)
+    prec_str = cnt["precision"].astype(str).to_numpy(dtype=object)
+    count_v = cnt["count"].to_numpy(float)
+    n_tool, n_chan = max(len(names["tool"]), 1), max(len(names["channel"]), 1)
+    event_key = (codes["task_id"] * n_tool + codes["tool"]) * n_chan + codes["channel"]
+    hall_codes = np.flatnonzero(np.isin(names["channel"], ["invented_tool", "other_side_tool"]))
+    is_hall = np.isin(codes["channel"], hall_codes)
+    task_lookup = pd.Index(names["task_id"])
+    group_rows = {k if isinstance(k, tuple) else (k,): np.asarray(ix) for k, ix in
+                  cnt.groupby(CMP_KEYS, observed=True, sort=True).indices.items()}
     rows = []
-    hall = {"invented_tool", "other_side_tool"}
+    empty = np.zeros(0, dtype=np.int64)
     for grp, prec, ref, tr in iter_pairs(tasks, CMP_KEYS, "precision", REFERENCE_PRECISION):
         key = tuple(grp[k] for k in CMP_KEYS)
-        g = by_group.get(key)
-        if g is None:
-            g = cnt.iloc[:0]
-        paired = set(ref.index)
-        g = g[g["task_id"].isin(paired)]
+        gi = group_rows.get(key, empty)
+        paired = sorted(set(ref.index.astype(str)))
+        # position of each event task among the paired tasks (sorted as strings); -1: not paired
+        task_pos = np.full(len(names["task_id"]), -1, dtype=np.int64)
+        where = task_lookup.get_indexer(paired)
+        task_pos[where[where >= 0]] = np.flatnonzero(where >= 0)
+        gi = gi[task_pos[codes["task_id"][gi]] >= 0]
         for scope in ("all", "hallucinated_tool"):
-            s = g if scope == "all" else g[g["channel"].isin(hall)]
-            f = s[s["precision"] == REFERENCE_PRECISION]
-            q = s[s["precision"] == str(prec)]
-            tools = sorted(set(f["tool"]) | set(q["tool"]))
-            task_idx, tool_idx = pd.Index(sorted(paired)), pd.Index(tools)
-            size = len(task_idx) * len(tool_idx)
+            si = gi if scope == "all" else gi[is_hall[gi]]
+            fi = si[prec_str[si] == REFERENCE_PRECISION]
+            qi = si[prec_str[si] == str(prec)]
+            tools = np.union1d(codes["tool"][fi], codes["tool"][qi])  # sorted codes = sorted names
+            tool_pos = np.full(n_tool, -1, dtype=np.int64)
+            tool_pos[tools] = np.arange(len(tools))
+            size = len(paired) * len(tools)
 
-            def grid_counts(df):
-                pos = task_idx.get_indexer(df["task_id"]) * len(tool_idx) + tool_idx.get_indexer(df["tool"])
-                return np.bincount(pos, weights=df["count"].to_numpy(float), minlength=size)
+            def grid_counts(ix):
+                pos = task_pos[codes["task_id"][ix]] * len(tools) + tool_pos[codes["tool"][ix]]
+                return np.bincount(pos, weights=count_v[ix], minlength=size)
 
-            grid = range(size)
-            fv, qv = grid_counts(f), grid_counts(q)
+            fv, qv = grid_counts(fi), grid_counts(qi)
             r = p = math.nan
             if size >= 3 and np.ptp(fv) > 0 and np.ptp(qv) > 0:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
                     c = pg.corr(fv, qv, method="spearman")
                 r, p = float(c["r"].iloc[0]), float(c["p_val"].iloc[0])
-            sep = "\x1f"
-            fkeys = pd.Index(f["task_id"] + sep + f["tool"] + sep + f["channel"])
-            novel_mask = (q["task_id"] + sep + q["tool"] + sep + q["channel"]).isin(fkeys).to_numpy() == False  # noqa: E712
-            n_q = int(q["count"].sum())
-            novel = int(q["count"].to_numpy()[novel_mask].sum())
+            novel_mask = ~np.isin(event_key[qi], event_key[fi])
+            n_q = int(count_v[qi].sum())
+            novel = int(count_v[qi][novel_mask].sum())
             rows.append({**grp, "reference": REFERENCE_PRECISION, "precision": prec, "scope": scope,
-                         "n_tasks": len(paired), "n_tools": len(tools), "n_keys": len(grid),
-                         "events_ref": int(f["count"].sum()), "events_treat": n_q,
+                         "n_tasks": len(paired), "n_tools": len(tools), "n_keys": size,
+                         "events_ref": int(count_v[fi].sum()), "events_treat": n_q,
                          "spearman_r": r, "spearman_p": p, "novel_events": novel,
                          "novel_share": novel / n_q if n_q else math.nan, "novel_keys": int(novel_mask.sum())})
     return pd.DataFrame(rows, columns=cols)
