@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, Generator
 
 from ..agents.base import STOP_TOKEN, Agent, AgentView, ToolCall, TurnOutput, UserSimulator, UserView
@@ -31,7 +31,7 @@ from ..backends.base import InfrastructureError, ModelRequest, ModelResponse
 from ..domains.base import Domain
 from ..domains.environment import Environment, UnknownToolError
 from ..domains.tasks import Task
-from ..domains.toolkit import ArgumentsError, Side, ToolError, render_result
+from ..domains.toolkit import ArgumentsError, Side, ToolError, ToolSpec, render_result
 from .records import Channel, EpisodeRecord, ErrorEvent, Termination, empty_channel_counts
 from .scoring import Evaluator
 from .seeding import turn_seed
@@ -72,6 +72,35 @@ def _error_text(exc: BaseException, name: str) -> str:
     return f"Error: {exc}"
 
 
+#: tool -> its OpenAI schema as JSON text, rendered once per process (see _SchemaCachedSpec)
+_SCHEMA_TEXT: dict[tuple, str] = {}
+
+
+@dataclass(frozen=True, eq=False)
+class _SchemaCachedSpec(ToolSpec):
+    """A ToolSpec whose ``openai_schema()`` is built once per tool, not once per turn.
+
+    The LLM agent sends every tool's schema with every request; pydantic's
+    ``model_json_schema`` costs about a millisecond per tool, which was the largest cost of
+    the harness itself (16 retail tools: ~13 ms a turn). The schema is kept as JSON text and
+    each call returns a fresh copy, so callers may still modify what they get.
+    """
+
+    def openai_schema(self) -> dict[str, Any]:
+        key = (self.name, self.side, self.description, self.arguments_model)
+        text = _SCHEMA_TEXT.get(key)
+        if text is None:
+            text = _SCHEMA_TEXT[key] = json.dumps(ToolSpec.openai_schema(self))
+        return json.loads(text)
+
+
+def _schema_cached(specs: dict[str, ToolSpec]) -> dict[str, ToolSpec]:
+    return {
+        name: _SchemaCachedSpec(**{f.name: getattr(spec, f.name) for f in fields(ToolSpec)}) if type(spec) is ToolSpec else spec
+        for name, spec in specs.items()
+    }
+
+
 class Episode:
     """One episode's state. Use :meth:`run` (a generator) to play it."""
 
@@ -110,8 +139,8 @@ class Episode:
         self.model_seconds = 0.0
         self.termination: Termination | None = None
         self.infra_detail: str | None = None
-        self._agent_tools = self.env.tool_specs("assistant")
-        self._user_tools = self.env.tool_specs("user")
+        self._agent_tools = _schema_cached(self.env.tool_specs("assistant"))
+        self._user_tools = _schema_cached(self.env.tool_specs("user"))
 
     # -- bookkeeping -----------------------------------------------------------------------
     @property
