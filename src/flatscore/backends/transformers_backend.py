@@ -75,6 +75,63 @@ def simple_render(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | 
     return "".join(out)
 
 
+def _grow_layer_class():
+    """A DynamicLayer that writes new tokens into preallocated room instead of concatenating.
+
+    ``DynamicLayer.update`` does ``torch.cat([keys, new])``: a copy of the whole cache per
+    layer per decode step, which made batched decode memory-bound (the copied bytes grow with
+    the batch exactly as the work does, so batching gained nothing at the default demo size).
+    Here a step writes one column; ``keys``/``values`` are views of the filled part.
+    """
+    import torch
+    from transformers.cache_utils import DynamicLayer
+
+    class GrowLayer(DynamicLayer):
+        def __init__(self, k, v, reserve: int) -> None:
+            super().__init__()
+            self.is_initialized = True
+            self.dtype, self.device = k.dtype, k.device
+            self.n = k.shape[-2]
+            self._kbuf = self._alloc(k, self.n + reserve)
+            self._vbuf = self._alloc(v, self.n + reserve)
+            self._kbuf[:, :, : self.n] = k
+            self._vbuf[:, :, : self.n] = v
+            self._views()
+
+        @staticmethod
+        def _alloc(t, capacity: int):
+            shape = list(t.shape)
+            shape[-2] = capacity
+            return t.new_empty(shape)
+
+        def _views(self) -> None:
+            self.keys = self._kbuf[:, :, : self.n]
+            self.values = self._vbuf[:, :, : self.n]
+
+        def update(self, key_states, value_states, *args, **kwargs):
+            t = key_states.shape[-2]
+            if self.n + t > self._kbuf.shape[-2]:  # out of room: grow (rare; reserve covers decode)
+                grow = max(self.n + t, 2 * self._kbuf.shape[-2])
+                kb, vb = self._alloc(self._kbuf, grow), self._alloc(self._vbuf, grow)
+                kb[:, :, : self.n] = self.keys
+                vb[:, :, : self.n] = self.values
+                self._kbuf, self._vbuf = kb, vb
+            self._kbuf[:, :, self.n : self.n + t] = key_states
+            self._vbuf[:, :, self.n : self.n + t] = value_states
+            self.n += t
+            self._views()
+            return self.keys, self.values
+
+        def select(self, index, trim: int) -> None:
+            """Keep the rows ``index`` and drop the first ``trim`` columns (padding of every row)."""
+            self._kbuf = self._kbuf.index_select(0, index)[:, :, trim:]
+            self._vbuf = self._vbuf.index_select(0, index)[:, :, trim:]
+            self.n -= trim
+            self._views()
+
+    return GrowLayer
+
+
 @dataclass
 class _Cached:
     tokens: list[int]
@@ -132,6 +189,7 @@ class TransformersBackend(Backend):
         self.eos_ids = self._eos_ids()
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else min(self.eos_ids)
         self._cache: OrderedDict[str, _Cached] = OrderedDict()
+        self._grow_layer = None
         self._lock = threading.Lock()
         self.quantization = getattr(getattr(self.model.config, "quantization_config", None), "quant_method", None)
         if self.quantization is None and isinstance(getattr(self.model.config, "quantization_config", None), dict):
@@ -208,10 +266,29 @@ class TransformersBackend(Backend):
 
     # ----- the decode loop -----
 
-    def _forward(self, input_ids, position_ids, attention_mask, kv):
+    def _make_cache(self, kv, reserve: int | None = None):
+        """A DynamicCache holding ``kv`` (per layer (key, value)) without copying it.
+
+        ``DynamicCache(ddp_cache_data=kv)`` concatenates every tensor onto an empty one (a full
+        copy of the cache per call, once per decode step before); here the layers just take the
+        tensors. The model's own update concatenates into new tensors, so ``kv`` (e.g. slices of
+        a stored conversation cache) is never written to.
+        """
         from transformers import DynamicCache
 
-        cache = DynamicCache(ddp_cache_data=kv, config=self.model.config) if kv else DynamicCache(config=self.model.config)
+        cache = DynamicCache(config=self.model.config)
+        if kv and reserve is not None and not self._sliding:  # decode: room for ``reserve`` more tokens
+            if self._grow_layer is None:
+                self._grow_layer = _grow_layer_class()
+            cache.layers = [self._grow_layer(k, v, reserve) for k, v in kv]
+        elif kv:
+            for layer, (k, v) in zip(cache.layers, kv):
+                layer.lazy_initialization(k, v)
+                layer.keys, layer.values = k, v
+        return cache
+
+    def _forward(self, input_ids, position_ids, attention_mask, cache):
+        """One forward pass on top of ``cache`` (a DynamicCache, updated); last-position logits."""
         result = self.model(
             input_ids=input_ids,
             position_ids=position_ids,
@@ -219,8 +296,11 @@ class TransformersBackend(Backend):
             past_key_values=cache,
             use_cache=True,
         )
-        new_kv = [(layer.keys, layer.values) for layer in result.past_key_values.layers]
-        return result.logits[:, -1, :].float(), new_kv
+        return result.logits[:, -1, :].float(), result.past_key_values
+
+    @staticmethod
+    def _kv_of(cache) -> list[tuple[Any, Any]]:
+        return [(layer.keys, layer.values) for layer in cache.layers]
 
     def _prefill(self, req: ModelRequest, prompt: list[int]):
         """Run one prompt (on top of its cached prefix): last logits, kv, tokens run."""
@@ -240,8 +320,8 @@ class TransformersBackend(Backend):
         ids = torch.tensor([suffix], dtype=torch.long, device=self.device)
         pos = torch.arange(reuse, len(prompt), device=self.device).unsqueeze(0)
         mask = torch.ones((1, len(prompt)), dtype=torch.long, device=self.device)
-        logits, new_kv = self._forward(ids, pos, mask, kv)
-        return logits[0], new_kv, len(suffix)
+        logits, cache = self._forward(ids, pos, mask, self._make_cache(kv))
+        return logits[0], self._kv_of(cache), len(suffix)
 
     def _choose(self, logits, generator):
         torch = self.torch
@@ -256,6 +336,12 @@ class TransformersBackend(Backend):
             sorted_probs = sorted_probs.masked_fill(drop, 0.0)
             probs = torch.zeros_like(probs).scatter(0, order, sorted_probs)
         return int(torch.multinomial(probs, 1, generator=generator).item())
+
+    def _choose_rows(self, logits, generators) -> list[int]:
+        """:meth:`_choose` for every row of ``logits``; greedy rows in one argmax."""
+        if not self.do_sample:
+            return [int(t) for t in self.torch.argmax(logits, dim=-1).tolist()]
+        return [self._choose(logits[row], g) for row, g in enumerate(generators)]
 
     def _generate_batch(self, reqs: list[ModelRequest]) -> list[ModelResponse]:
         torch = self.torch
@@ -295,41 +381,46 @@ class TransformersBackend(Backend):
 
         active = [i for i in range(n) if not done[i]]
         if active:
-            # Build one left-padded batch cache of the active rows.
+            # Build one left-padded batch cache of the active rows; it stays one DynamicCache
+            # across the decode steps (rows that finish are cut out of its layers in place).
             layers = len(kvs[active[0]])
             batch_kv, pads = self._stack([kvs[i] for i in active], [lengths[i] for i in active], layers)
+            cache = self._make_cache(batch_kv, reserve=max(reqs[i].max_new_tokens - 1 for i in active))
             row_kv_len = max(lengths[i] for i in active)
+            mask = torch.ones((len(active), row_kv_len), dtype=torch.long, device=self.device)
+            for row, pad in enumerate(pads):
+                if pad:
+                    mask[row, :pad] = 0
             while active:
                 ids = torch.tensor([[next_tok[i]] for i in active], dtype=torch.long, device=self.device)
                 pos = torch.tensor([[lengths[i]] for i in active], dtype=torch.long, device=self.device)
-                total = row_kv_len + 1
-                mask = torch.ones((len(active), total), dtype=torch.long, device=self.device)
-                for row, pad in enumerate(pads):
-                    if pad:
-                        mask[row, :pad] = 0
-                logits, batch_kv = self._forward(ids, pos, mask, batch_kv)
-                row_kv_len = total
+                mask = torch.cat([mask, mask.new_ones((len(active), 1))], dim=1)
+                logits, cache = self._forward(ids, pos, mask, cache)
+                row_kv_len += 1
+                toks = self._choose_rows(logits, [gens[i] for i in active])
                 keep_rows: list[int] = []
                 for row, i in enumerate(active):
                     lengths[i] += 1
-                    tok = self._choose(logits[row], gens[i])
+                    tok = toks[row]
                     next_tok[i] = tok
                     outputs[i].append(tok)
                     if tok in self.eos_ids or len(outputs[i]) >= reqs[i].max_new_tokens:
                         done[i] = True
-                        kvs[i] = [(k[row : row + 1, :, pads[row] :, :], v[row : row + 1, :, pads[row] :, :]) for k, v in batch_kv]
+                        kvs[i] = [(k[row : row + 1, :, pads[row] :, :], v[row : row + 1, :, pads[row] :, :])
+                                  for k, v in self._kv_of(cache)]
                     else:
                         keep_rows.append(row)
                 if len(keep_rows) != len(active):
                     active = [active[r] for r in keep_rows]
                     if active:
                         index = torch.tensor(keep_rows, dtype=torch.long, device=self.device)
-                        batch_kv = [(k.index_select(0, index), v.index_select(0, index)) for k, v in batch_kv]
                         pads = [pads[r] for r in keep_rows]
                         # drop columns that are padding for every remaining row
                         trim = min(pads)
+                        for layer in cache.layers:
+                            layer.select(index, trim)
+                        mask = mask.index_select(0, index)[:, trim:]
                         if trim:
-                            batch_kv = [(k[:, :, trim:, :], v[:, :, trim:, :]) for k, v in batch_kv]
                             pads = [p - trim for p in pads]
                             row_kv_len -= trim
 
