@@ -125,14 +125,8 @@ def cmd_episodes(args: argparse.Namespace) -> int:
         return _run_episodes(args, out, data_dir, domain, tasks, settings)
 
 
-def _served_model(args: argparse.Namespace, out: Path) -> Any:
-    """With --serve, start the model's OpenAI-compatible server for this job and always stop it."""
-    import contextlib
-
-    if not args.serve:
-        return contextlib.nullcontext()
-    if args.agent != "llm" or args.backend != "openai":
-        raise CLIError("--serve: needs --agent llm --backend openai")
+def build_server(args: argparse.Namespace, log_dir: Path) -> Any:
+    """The OpenAI-compatible server named by --serve, for args.model (not started yet)."""
     from .backends.serve import ManagedServer, transformers_serve_command, transformers_serve_env, vllm_command
 
     if args.serve == "vllm":
@@ -142,10 +136,55 @@ def _served_model(args: argparse.Namespace, out: Path) -> Any:
         env = None
     else:
         command = transformers_serve_command(args.model)
-        env = transformers_serve_env(out / ".hf-cache")
-    server = ManagedServer(command, log_path=out / "server.log", startup_timeout_s=args.serve_timeout, env=env)
+        env = transformers_serve_env(log_dir / ".hf-cache")
+    return ManagedServer(command, log_path=log_dir / "server.log", startup_timeout_s=args.serve_timeout, env=env)
+
+
+def add_server_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--serve", choices=["vllm", "transformers"], default=None,
+                        help="start the model's OpenAI-compatible server for this job (health-waited, always stopped)")
+    parser.add_argument("--serve-timeout", type=float, default=900.0, help="seconds to wait for the server's /health")
+    parser.add_argument("--vllm-gpu-memory-utilization", type=float, default=0.9)
+    parser.add_argument("--vllm-max-model-len", type=int, default=None)
+    parser.add_argument("--vllm-tensor-parallel-size", type=int, default=1)
+    parser.add_argument("--vllm-arg", action="append", help="extra argument for vllm serve (repeatable)")
+
+
+def _served_model(args: argparse.Namespace, out: Path) -> Any:
+    """With --serve, start the model's server for this job and always stop it; with
+    --base-url-file, use the server a shared ``flatscore serve`` job announced there."""
+    import contextlib
+
+    if args.base_url_file:
+        args.base_url = _await_announced_server(Path(args.base_url_file), args.serve_timeout)
+    if not args.serve:
+        return contextlib.nullcontext()
+    if args.agent != "llm" or args.backend != "openai":
+        raise CLIError("--serve: needs --agent llm --backend openai")
+    server = build_server(args, out)
     args.base_url = server.base_url
     return server
+
+
+def _await_announced_server(path: Path, timeout_s: float) -> str:
+    """Wait until a ``flatscore serve`` job announces its server ready; return its URL."""
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    status = "missing"
+    while time.monotonic() < deadline:
+        try:
+            announced = json.loads(path.read_text())
+            status = announced.get("status", "ready")
+        except (OSError, ValueError):
+            announced, status = None, "missing"
+        if announced and status == "ready":
+            return announced["base_url"]
+        if status == "failed":
+            break
+        time.sleep(1.0)
+    raise CLIError(f"--base-url-file: the server announced in {path} is not ready (status: {status}) "
+                   f"after {timeout_s:.0f} s; see its log")
 
 
 def _run_episodes(args: argparse.Namespace, out: Path, data_dir: Path, domain: Any, tasks: list[Any],
@@ -265,13 +304,8 @@ def build_parser() -> argparse.ArgumentParser:
     ep.add_argument("--backend", choices=["transformers", "openai"], default="transformers")
     ep.add_argument("--base-url", default=None, help="OpenAI-compatible server URL for --backend openai")
     ep.add_argument("--served-model", default=None, help="model name at the server (default: --model)")
-    ep.add_argument("--serve", choices=["vllm", "transformers"], default=None,
-                    help="start the model's OpenAI-compatible server for this job (health-waited, always stopped)")
-    ep.add_argument("--serve-timeout", type=float, default=900.0, help="seconds to wait for the server's /health")
-    ep.add_argument("--vllm-gpu-memory-utilization", type=float, default=0.9)
-    ep.add_argument("--vllm-max-model-len", type=int, default=None)
-    ep.add_argument("--vllm-tensor-parallel-size", type=int, default=1)
-    ep.add_argument("--vllm-arg", action="append", help="extra argument for vllm serve (repeatable)")
+    add_server_arguments(ep)
+    ep.add_argument("--base-url-file", default=None, help="JSON announcement of a running server (from 'flatscore serve')")
     ep.add_argument("--prompt", choices=["compact", "full"], default=None, help="agent prompt style (default by model)")
     ep.add_argument("--budget", type=positive_int("--budget"), default=10, help="error budget K (max_errors)")
     ep.add_argument("--max-steps", type=positive_int("--max-steps"), default=200)

@@ -250,7 +250,50 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
-REGISTRARS: list[Callable[[Any], None]] = [_demos, _train_demo, _quantize, _tracking, _aggregate, _report]
+def _serve(sub: Any) -> None:
+    from .cli import add_server_arguments
+
+    p = sub.add_parser("serve", help="serve a model (vLLM or transformers serve) until stopped; announce its URL")
+    p.add_argument("--model", required=True)
+    p.add_argument("--served-model", default=None)
+    p.add_argument("--announce", required=True, help="JSON file written once the server is healthy, removed at exit")
+    add_server_arguments(p)
+    p.set_defaults(func=cmd_serve, agent="llm", backend="openai")
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    """Run a server for consumers (Snakemake service job): healthy -> announce -> wait for SIGTERM -> stop."""
+    import signal
+    import threading
+
+    from .cli import build_server
+    from .engine.cell import write_json_atomic
+
+    if not args.serve:
+        raise ValueError("--serve: expected vllm or transformers")
+    announce = Path(args.announce)
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    server = build_server(args, announce.parent)
+    info = {"base_url": server.base_url, "model": args.served_model or args.model, "kind": args.serve}
+    # Snakemake starts a service's consumers at once and expects its output right away: announce
+    # the address first ("starting"); consumers wait until the announcement says "ready".
+    write_json_atomic(announce, {**info, "status": "starting"})
+    try:
+        with server:
+            write_json_atomic(announce, {**info, "status": "ready", "pid": server.pid})
+            print(f"serving {args.model} at {server.base_url}", flush=True)
+            while not stop.wait(1.0):
+                if server.process is not None and server.process.poll() is not None:
+                    raise RuntimeError(f"the {args.serve} server exited (code {server.process.returncode}); see its log")
+    except BaseException:
+        write_json_atomic(announce, {**info, "status": "failed"})
+        raise
+    return 0
+
+
+REGISTRARS: list[Callable[[Any], None]] = [_serve, _demos, _train_demo, _quantize, _tracking, _aggregate, _report]
 
 
 def register_all(registry: list[Callable[[Any], None]]) -> None:

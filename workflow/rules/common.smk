@@ -18,6 +18,9 @@ SHARDS = int(config.get("trial_shards", 1))
 if SHARDS > TRIALS:
     raise ValueError(f"config: trial_shards ({SHARDS}) must not exceed trials ({TRIALS})")
 LOGS = f"{RESULTS}/logs"
+#: Threads of the CPU-heavy jobs (training, quantization, in-process inference); Snakemake
+#: scales them down to --cores. Not workflow.cores: that is undefined under --report and SLURM.
+THREADS = int(config.get("threads_per_job", 2))
 
 # Software of each rule, for --sdm conda / --sdm apptainer (paths relative to workflow/rules/).
 # CPU stages use the runtime environment; inference and quantization the GPU one. The images
@@ -111,6 +114,29 @@ def tracking_uri_arg():
     return f"--tracking-uri {uri}" if uri else ""
 
 
+#: One server per (model, precision), shared by all its episode shards (a service job in the
+#: "inference" group), unless backend.shared_server is false (then each job serves its own).
+SHARED_SERVER = bool(BACKEND.get("serve")) and not BACKEND.get("base_url") and BACKEND.get("shared_server", True)
+
+
+def server_announcement(model, precision):
+    return f"{RESULTS}/serving/{model}/{precision}/server.json"
+
+
+def server_args():
+    """The serve flags (``flatscore serve`` and ``flatscore episodes --serve``) from backend config."""
+    vllm = BACKEND.get("vllm", {}) or {}
+    args = [f"--serve {BACKEND['serve']}"]
+    if "gpu_memory_utilization" in vllm:
+        args.append(f"--vllm-gpu-memory-utilization {vllm['gpu_memory_utilization']}")
+    if "max_model_len" in vllm:
+        args.append(f"--vllm-max-model-len {vllm['max_model_len']}")
+    if "tensor_parallel_size" in vllm:
+        args.append(f"--vllm-tensor-parallel-size {vllm['tensor_parallel_size']}")
+    args.extend(f"--vllm-arg={a}" for a in vllm.get("extra_args", []))
+    return " ".join(args)
+
+
 def episodes_args(wc):
     spec = model_spec(wc.model)
     first, count = shard_trials(wc.shard)
@@ -144,16 +170,10 @@ def episodes_args(wc):
         args.append("--tau2-compat")
     if BACKEND.get("base_url"):
         args.append(f"--base-url {BACKEND['base_url']}")
+    elif SHARED_SERVER:
+        args.append(f"--base-url-file {server_announcement(wc.model, wc.precision)}")
     elif BACKEND.get("serve"):
-        vllm = BACKEND.get("vllm", {}) or {}
-        args.append(f"--serve {BACKEND['serve']}")
-        if "gpu_memory_utilization" in vllm:
-            args.append(f"--vllm-gpu-memory-utilization {vllm['gpu_memory_utilization']}")
-        if "max_model_len" in vllm:
-            args.append(f"--vllm-max-model-len {vllm['max_model_len']}")
-        if "tensor_parallel_size" in vllm:
-            args.append(f"--vllm-tensor-parallel-size {vllm['tensor_parallel_size']}")
-        args.extend(f"--vllm-arg={a}" for a in vllm.get("extra_args", []))
+        args.append(server_args())
     if spec.get("served_model"):
         args.append(f"--served-model {spec['served_model']}")
     uri = tracking_uri_arg()

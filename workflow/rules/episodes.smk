@@ -23,17 +23,44 @@ rule tracking_store:
         "flatscore init-tracking {params.uri} --results {params.results} --marker {output.ready} > {log} 2>&1"
 
 
+rule serve_model:
+    """The model's OpenAI-compatible server (vLLM on GPU), shared by all shards of a (model,
+    precision): a service job, started with its consumers in one group and ended after them."""
+    input:
+        model=lambda wc: model_marker(wc.model, wc.precision),
+    output:
+        announce=service(f"{RESULTS}/serving/{{model}}/{{precision}}/server.json"),
+    params:
+        model=lambda wc: model_path(wc.model, wc.precision),
+        served=lambda wc: model_spec(wc.model).get("served_model", model_path(wc.model, wc.precision)),
+        args=server_args() if BACKEND.get("serve") else "",
+    group:
+        "inference"
+    conda:
+        GPU_CONDA_ENV
+    container:
+        GPU_CONTAINER
+    log:
+        f"{LOGS}/serve_model/{{model}}-{{precision}}.log",
+    shell:
+        "flatscore serve --model {params.model} --served-model {params.served} {params.args} "
+        "--announce {output.announce} > {log} 2>&1"
+
+
 rule episodes:
     input:
         data=lambda wc: domain_marker(wc.domain),
         model=lambda wc: model_marker(wc.model, wc.precision),
         store=f"{RESULTS}/tracking/store.json",
+        server=lambda wc: server_announcement(wc.model, wc.precision) if SHARED_SERVER else [],
     output:
         metrics=f"{RESULTS}/cells/{{model}}/{{precision}}/{{domain}}/K{{budget}}/repair-{{repair}}/shard{{shard}}/metrics.json",
     params:
         args=episodes_args,
         out=lambda wc, output: str(Path(output.metrics).parent),
-    threads: workflow.cores if BACKEND.get("kind", "transformers") == "transformers" else 1
+    group:
+        "inference"
+    threads: THREADS if BACKEND.get("kind", "transformers") == "transformers" else 1
     resources:
         mem_mb=4000,
     conda:

@@ -47,7 +47,7 @@ rule train_demo:
         size=lambda wc: model_spec(wc.model).get("size", "default"),
         seed=lambda wc: model_spec(wc.model).get("seed", 0),
         max_seconds=lambda wc: model_spec(wc.model).get("max_seconds", 480),
-    threads: workflow.cores
+    threads: THREADS
     resources:
         mem_mb=4000,
     conda:

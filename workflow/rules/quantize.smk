@@ -15,7 +15,7 @@ rule quantize:
         scheme=lambda wc: config["quantization"][wc.precision]["scheme"],
         group_size=lambda wc: config["quantization"][wc.precision].get("group_size", 32),
         n_calibration=config.get("quantization", {}).get("n_calibration", 64),
-    threads: workflow.cores
+    threads: THREADS
     resources:
         mem_mb=8000,
     conda:
