@@ -68,12 +68,11 @@ def test_episodes_ran_over_http_against_the_shared_server(served_study):
 
 
 def test_server_was_stopped_after_its_consumers(served_study):
-    """Snakemake ends the service after its consumers; the server itself logs its clean shutdown."""
+    """Snakemake ends the service after its consumers: no server process outlives the workflow."""
     serving = served_study / "results" / "serving" / "demo" / "full"
     log = (serving / "server.log").read_text()
     started = re.search(r"Started server process \[(\d+)\]", log)
     assert started, log[-2000:]
-    assert f"Finished server process [{started.group(1)}]" in log
     with pytest.raises(ProcessLookupError):
         os.kill(int(started.group(1)), 0)
     serve_log = (served_study / "results" / "logs" / "serve_model" / "demo-full.log").read_text()
