@@ -43,7 +43,7 @@ rule serve_model:
     log:
         f"{LOGS}/serve_model/{{model}}-{{precision}}.log",
     shell:
-        "flatscore serve --model {params.model} --served-model {params.served} {params.args} "
+        "exec flatscore serve --model {params.model} --served-model {params.served} {params.args} "
         "--announce {output.announce} > {log} 2>&1"
 
 
