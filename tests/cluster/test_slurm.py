@@ -193,7 +193,6 @@ def _deterministic_config(dst: Path) -> Path:
     return dst
 
 
-@pytest.mark.slow
 @pytest.mark.skipif(not (WORKFLOW.exists() and TEST_CONFIG.exists()), reason="workflow not present (Snakefile / .test/config/config.yaml)")
 def test_tiny_study_on_slurm_equals_local(slurm: None, tmp_path: Path) -> None:
     import pandas.testing as pdt
