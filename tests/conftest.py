@@ -25,3 +25,9 @@ def synthetic_dirs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
     root = tmp_path_factory.mktemp("synthetic")
     return {name: domain_class(name).generate(root / name, seed=7) for name in ("retail", "telecom")}
+
+
+@pytest.fixture
+def tau2_data():
+    """``tau2_data(domain)``: the real tau2-bench data folder, or skip saying why (see tau2_dir)."""
+    return tau2_dir

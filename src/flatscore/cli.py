@@ -17,30 +17,27 @@ class CLIError(Exception):
     """A user-facing error: printed as one line, exit code 2."""
 
 
-def positive_int(name: str) -> Callable[[str], int]:
+def bounded_int(name: str, minimum: int) -> Callable[[str], int]:
+    """An argparse type: an integer >= ``minimum``, with an error naming the option."""
+
     def parse(text: str) -> int:
         try:
             value = int(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{name}: expected an integer >= 1, got '{text}'") from None
-        if value < 1:
-            raise argparse.ArgumentTypeError(f"{name}: expected an integer >= 1, got {value}")
+            raise argparse.ArgumentTypeError(f"{name}: expected an integer >= {minimum}, got '{text}'") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"{name}: expected an integer >= {minimum}, got {value}")
         return value
 
     return parse
+
+
+def positive_int(name: str) -> Callable[[str], int]:
+    return bounded_int(name, 1)
 
 
 def non_negative_int(name: str) -> Callable[[str], int]:
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{name}: expected an integer >= 0, got '{text}'") from None
-        if value < 0:
-            raise argparse.ArgumentTypeError(f"{name}: expected an integer >= 0, got {value}")
-        return value
-
-    return parse
+    return bounded_int(name, 0)
 
 
 def _noise(text: str) -> dict[str, float]:

@@ -6,7 +6,7 @@ import pytest
 
 from flatscore.backends.base import ModelRequest
 from flatscore.backends.transformers_backend import TransformersBackend, simple_render
-from flatscore.backends.testing import tiny_model_cached
+from flatscore.backends.testing import SAMPLE_TOOLS as TOOLS
 
 PROMPTS = [
     "Hi",
@@ -17,31 +17,9 @@ PROMPTS = [
     "Please do this on your phone: toggle_airplane_mode()",
 ]
 
-TOOLS = [
-    {
-        "type": "function",
-        "function": {
-            "name": "get_order_details",
-            "description": "Look up an order",
-            "parameters": {"type": "object", "properties": {"order_id": {"type": "string"}}, "required": ["order_id"]},
-        },
-    }
-]
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_torch_thread():
-    """Tiny models gain nothing from threads; on a shared 2-core box they lose a lot (spinning)."""
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
-@pytest.fixture(scope="session")
-def tiny_model_dir(tmp_path_factory):
-    return tiny_model_cached(tmp_path_factory.getbasetemp() / "models")
+
 
 
 

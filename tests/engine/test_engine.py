@@ -7,7 +7,6 @@ import random
 from pathlib import Path
 
 import pytest
-from conftest import tau2_dir
 
 from flatscore.agents.base import Agent, ToolCall, TurnOutput
 from flatscore.agents.expert import ExpertAgent, NoiseRates, NoisyExpertAgent
@@ -28,8 +27,8 @@ def run(domain, tasks, agent, settings=EpisodeSettings(), trials=1, seed=0, tmp:
 
 
 @pytest.mark.parametrize("name", ["retail", "telecom"])
-def test_expert_solves_every_real_task(name, tmp_path):
-    domain = load_domain(name, tau2_dir(name))
+def test_expert_solves_every_real_task(name, tmp_path, tau2_data):
+    domain = load_domain(name, tau2_data(name))
     records = run(domain, domain.tasks(), ExpertAgent(), tmp=tmp_path)
     assert len(records) == len(domain.tasks())
     failures = [(r["task_id"], r["termination"], r["reward_info"]) for r in records if r["reward"] != 1.0]

@@ -207,3 +207,16 @@ def process_alive(pid: int) -> bool:
 
 
 __all__ = ["FAKE_SERVER", "build_tiny_model", "fake_server_command", "process_alive", "tiny_model_cached", "write_fake_server"]
+
+
+#: One tool in OpenAI form, for backend tests and benchmarks that need a request with tools.
+SAMPLE_TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_order_details",
+            "description": "Look up an order",
+            "parameters": {"type": "object", "properties": {"order_id": {"type": "string"}}, "required": ["order_id"]},
+        },
+    }
+]
