@@ -208,10 +208,12 @@ def _run_episodes(args: argparse.Namespace, out: Path, data_dir: Path, domain: A
     if cell_file.exists():
         previous = json.loads(cell_file.read_text())
         if previous.get("cell_hash") != chash:
-            raise CLIError(
-                f"{out}: holds results of another cell (cell_hash {previous.get('cell_hash')}, this one {chash}); "
-                "use a new --out folder"
-            )
+            if not args.supersede:
+                raise CLIError(
+                    f"{out}: holds results of another cell (cell_hash {previous.get('cell_hash')}, this one {chash}); "
+                    "use a new --out folder, or --supersede to move them aside"
+                )
+            _move_aside(out, str(previous.get("cell_hash")))
     cell = {**identity, "cell_hash": chash, "study": args.study, "n_tasks": len(tasks), "agent": args.agent,
             "backend": args.backend if args.agent == "llm" else "none"}
     cell.pop("tasks")
@@ -234,6 +236,16 @@ def _run_episodes(args: argparse.Namespace, out: Path, data_dir: Path, domain: A
     if args.tracking_uri or args.log_mlflow:
         _log(out, args)
     return 0
+
+
+def _move_aside(out: Path, old_hash: str) -> None:
+    """Keep a stale cell's files (never delete results) under ``.superseded/<old hash>/``."""
+    target = out / ".superseded" / old_hash
+    target.mkdir(parents=True, exist_ok=True)
+    for name in ("cell.json", "episodes.jsonl", "metrics.json", "tracking.json"):
+        if (out / name).exists():
+            (out / name).replace(target / name)
+    print(f"moved the results of superseded cell {old_hash} to {target}")
 
 
 def _manifest_sha(model_dir: str | None) -> str:
@@ -317,6 +329,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="episodes whose model calls are batched / kept in flight together")
     ep.add_argument("--max-new-tokens", type=positive_int("--max-new-tokens"), default=256)
     ep.add_argument("--out", required=True, help="cell folder: cell.json, episodes.jsonl, metrics.json")
+    ep.add_argument("--supersede", action="store_true",
+                    help="if --out holds another cell's results (its config changed), move them aside and rerun")
     ep.add_argument("--study", default="flatscore")
     ep.add_argument("--tracking-uri", default=None, help="MLflow tracking URI (log the cell when done)")
     ep.add_argument("--log-mlflow", action="store_true", help="log to MLflow (default store if no --tracking-uri)")

@@ -134,3 +134,16 @@ def test_cli_summary_and_files(tmp_path, telecom_data):
     assert metrics["n_episodes"] == 10 and metrics["success_rate"] == 1.0 and metrics["pass_hat_2"] == 1.0
     assert cell["budget"] == 10 and cell["domain"] == "telecom" and len(cell["cell_hash"]) == 16
     assert "success rate" in result.stdout
+
+
+def test_supersede_moves_a_stale_cell_aside_and_keeps_it(tmp_path, telecom_data):
+    out = tmp_path / "cell"
+    base = ["episodes", "--domain", "telecom", "--agent", "expert", "--data", str(telecom_data), "--out", str(out),
+            "--no-progress", "--tasks", "first:2"]
+    assert flatscore(*base).returncode == 0
+    old = json.loads((out / "cell.json").read_text())["cell_hash"]
+    old_episodes = (out / "episodes.jsonl").read_bytes()
+    changed = flatscore(*base, "--budget", "3", "--supersede")
+    assert changed.returncode == 0, changed.stderr
+    assert json.loads((out / "cell.json").read_text())["budget"] == 3
+    assert (out / ".superseded" / old / "episodes.jsonl").read_bytes() == old_episodes

@@ -158,7 +158,7 @@ def episodes_args(wc):
         f"--max-in-flight {BACKEND.get('max_in_flight', 8)}",
         f"--max-new-tokens {BACKEND.get('max_new_tokens', 256)}",
         f"--prompt {spec.get('prompt', 'compact' if spec['kind'] == 'demo' else 'full')}",
-        "--log-mlflow --no-progress",
+        "--log-mlflow --no-progress --supersede",
     ]
     if config.get("split"):
         args.append(f"--split {config['split']}")

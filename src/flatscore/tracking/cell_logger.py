@@ -518,7 +518,7 @@ def iter_cell_dirs(results_dir: str | os.PathLike[str]):
         return
     # cells may be nested (the workflow writes cells/<model>/<precision>/<domain>/K<b>/repair-*/shard<i>)
     for f in sorted(cells.rglob(CELL_FILE)):
-        if f.is_file():
+        if f.is_file() and ".superseded" not in f.parts:  # stale results moved aside by --supersede
             yield f.parent
 
 
