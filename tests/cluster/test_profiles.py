@@ -13,7 +13,7 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 PROFILES = REPO / "profiles"
-GPU_RULES = ("episodes", "quantize")
+GPU_RULES = ("serve_model", "quantize")  # episodes are HTTP clients of serve_model
 
 
 def _load(name: str) -> dict:
