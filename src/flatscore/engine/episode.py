@@ -160,11 +160,6 @@ class Episode:
             if self.errors_counted >= self.settings.max_errors and self.termination is None:
                 self.termination = Termination.TOO_MANY_ERRORS
 
-    def _account(self, out: TurnOutput) -> None:
-        for key in self.usage:
-            self.usage[key] += int(out.usage.get(key, 0))
-        self.model_seconds += float(out.usage.get("seconds", 0.0))
-
     # -- turns -------------------------------------------------------------------------------
     def _drive(self, gen: Generator[ModelRequest, ModelResponse, TurnOutput]) -> Generator[ModelRequest, ModelResponse, TurnOutput]:
         """Forward a turn's model requests to the driver; account the responses' usage."""
