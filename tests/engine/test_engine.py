@@ -225,3 +225,33 @@ def test_records_are_json_lines_with_every_field(retail, tmp_path):
     for key in ("task_id", "trial", "seed", "messages", "channels", "termination", "reward", "steps", "timing", "usage"):
         assert key in parsed
     assert records[0]["steps"] == len(records[0]["messages"])
+
+
+class InventedActionAgent(Agent):
+    """Asks the telecom user for a phone action that does not exist, then follows the expert."""
+
+    oracle = True
+    name = "invented_action"
+
+    def __init__(self) -> None:
+        self.expert = ExpertAgent()
+        self.asked: set[str] = set()
+
+    def respond(self, view):
+        if view.episode_id not in self.asked:
+            self.asked.add(view.episode_id)
+            return TurnOutput(content="Please do this on your phone: toggle_sim_card()")
+        return (yield from self.expert.respond(view))
+
+
+def test_invented_user_actions_are_their_own_uncounted_channel(telecom, tmp_path):
+    """A request for a phone action the user does not have fails no tool call (tau2 cannot see it);
+    flatscore records it in its own channel, outside the budget, so K=1 is not spent on it."""
+    tasks = telecom.tasks()[:10]
+    records = run(telecom, tasks, InventedActionAgent(), EpisodeSettings(max_errors=1), tmp=tmp_path)
+    for record in records:
+        assert record["channels"]["invented_user_action"] == 1
+        assert record["errors_counted"] == 0
+        flagged = [m for m in record["messages"] if m.get("channel") == "invented_user_action"]
+        assert len(flagged) == 1 and flagged[0]["invented_actions"] == ["toggle_sim_card"]
+    assert all(r["reward"] == 1.0 for r in records)

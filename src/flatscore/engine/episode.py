@@ -21,12 +21,14 @@ requests of many episodes.
 from __future__ import annotations
 
 import json
+import re
 import time
 from dataclasses import dataclass, fields
 from typing import Any, Generator
 
 from ..agents.base import STOP_TOKEN, Agent, AgentView, ToolCall, TurnOutput, UserSimulator, UserView
 from ..agents.repair import repair_message
+from ..agents.user_requests import REQUEST_PREFIX
 from ..backends.base import InfrastructureError, ModelRequest, ModelResponse
 from ..domains.base import Domain
 from ..domains.environment import Environment, UnknownToolError
@@ -37,6 +39,7 @@ from .scoring import Evaluator
 from .seeding import turn_seed
 
 FIRST_AGENT_MESSAGE = "Hi! How can I help you today?"
+_ACTION_CALL = re.compile(r"\b([A-Za-z_][A-Za-z0-9_]*)\(")
 
 
 @dataclass(frozen=True)
@@ -175,6 +178,13 @@ class Episode:
         except StopIteration as done:
             return done.value
 
+    def _invented_user_actions(self, text: str) -> list[str]:
+        """Phone actions the agent asks the user to run that the user does not have (dual control)."""
+        if not self._user_tools or REQUEST_PREFIX not in text:
+            return []
+        asked = _ACTION_CALL.findall(text.split(REQUEST_PREFIX, 1)[1])
+        return [name for name in asked if name not in self._user_tools]
+
     def _execute(self, side: Side, call: ToolCall) -> dict[str, Any]:
         """Run one call, classify a failure, and return the tool message for the caller's history."""
         if side == "assistant":
@@ -300,7 +310,13 @@ class Episode:
         text = out.content or ""
         self.agent_history.append({"role": "assistant", "content": text})
         self.user_history.append({"role": "user", "content": text})
-        self._log({"role": "assistant", "content": text})
+        entry: dict[str, Any] = {"role": "assistant", "content": text}
+        invented = self._invented_user_actions(text)
+        if invented:
+            entry.update(error=True, channel=Channel.INVENTED_USER_ACTION.value, invented_actions=invented)
+        self._log(entry)
+        for name in invented:
+            self._record_error(Channel.INVENTED_USER_ACTION, "assistant", name, f"no user action '{name}'", counted=False)
         if out.stop or STOP_TOKEN in text:
             self.termination = self.termination or Termination.AGENT_STOP
         return "user"

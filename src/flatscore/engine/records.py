@@ -25,6 +25,9 @@ class Channel(str, Enum):
     INVALID_ARGUMENTS = "invalid_arguments"  # unknown/missing argument or wrong type
     TOOL_ERROR = "tool_error"  # the agent's tool raised a domain error
     USER_TOOL_ERROR = "user_tool_error"  # the user's own tool failed (dual control)
+    #: Dual control: the agent asks the user to run a phone action that does not exist. No tool
+    #: call fails, so tau2 never sees it and it does not count toward K; the demo model showed it.
+    INVENTED_USER_ACTION = "invented_user_action"
 
 
 CHANNELS: tuple[str, ...] = tuple(c.value for c in Channel)
