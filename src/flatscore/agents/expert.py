@@ -84,8 +84,12 @@ class ExpertAgent(Agent):
         actions = view.task.actions
         if state.next_action >= len(actions):
             return self._close(state, view)
-        return self._act(actions[state.next_action], state.next_action, state, view.turn)
+        return self._step(actions[state.next_action], state, view)
         yield  # pragma: no cover - a generator by contract
+
+    def _step(self, action: Action, state: _PlanState, view: AgentView) -> TurnOutput:
+        """The turn for the next planned action (the noisy expert may err instead)."""
+        return self._act(action, state.next_action, state, view.turn)
 
 
 @dataclass
@@ -144,9 +148,6 @@ class NoisyExpertAgent(ExpertAgent):
     def describe(self) -> dict[str, Any]:
         return {"agent": self.name, **{k: v for k, v in vars(self.rates).items() if k != "extra"}}
 
-    def end_episode(self, episode_id: str) -> None:
-        super().end_episode(episode_id)
-
     def _inject(self, channel: str, action: Action, view: AgentView, state: _PlanState, rng: random.Random) -> TurnOutput:
         counts = self.injected.setdefault(view.episode_id, {})
         counts[channel] = counts.get(channel, 0) + 1
@@ -173,14 +174,7 @@ class NoisyExpertAgent(ExpertAgent):
         raw = '<tool_call>{"name": "' + action.name + '", "arguments": ' + json.dumps(action.arguments)[:-1]
         return TurnOutput(malformed="unterminated tool call JSON", raw=raw)
 
-    def respond(self, view: AgentView) -> Turn:
-        assert view.task is not None, "the noisy expert is an oracle: the engine must pass the task"
-        state = self._state(view)
-        self._advance(state, view)
-        actions = view.task.actions
-        if state.next_action >= len(actions):
-            return self._close(state, view)
-        action = actions[state.next_action]
+    def _step(self, action: Action, state: _PlanState, view: AgentView) -> TurnOutput:
         rng = random.Random(view.seed)
         last_was_hallucination = state.last is not None and state.last[0] == "noise" and state.last[1] in (
             "invented_tool", "other_side_tool")
@@ -198,7 +192,6 @@ class NoisyExpertAgent(ExpertAgent):
                     return self._inject(channel, action, view, state, rng)
                 draw -= rate
         return self._act(action, state.next_action, state, view.turn)
-        yield  # pragma: no cover
 
     @staticmethod
     def _applicable(channel: str, action: Action, view: AgentView) -> bool:
