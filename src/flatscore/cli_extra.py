@@ -17,12 +17,16 @@ def _demos(sub: Any) -> None:
     p.add_argument("--domain", action="append", required=True, help="domain=DATA_DIR, repeatable")
     p.add_argument("--split", default="train")
     p.add_argument("--prompt", choices=["compact", "full"], default="compact")
+    p.add_argument("--expert", choices=["diagnosing", "oracle"], default="diagnosing",
+                   help="diagnosing: telecom fixes follow the checks that show the fault (learnable); "
+                        "oracle: the ground-truth fixes straight away")
     p.add_argument("--out", required=True, help="conversations .jsonl")
     p.set_defaults(func=cmd_demos)
 
 
 def cmd_demos(args: argparse.Namespace) -> int:
     from .agents.llm import LLMAgent
+    from .agents.diagnosing_expert import DiagnosingExpertAgent
     from .agents.expert import ExpertAgent
     from .agents.users import ScriptedUser
     from .domains import load_domain
@@ -32,6 +36,7 @@ def cmd_demos(args: argparse.Namespace) -> int:
 
     rows: list[dict[str, Any]] = []
     prompter = LLMAgent(compact=args.prompt == "compact")
+    expert = DiagnosingExpertAgent if args.expert == "diagnosing" else ExpertAgent
     for spec in args.domain:
         name, _, data = spec.partition("=")
         if not data:
@@ -39,7 +44,7 @@ def cmd_demos(args: argparse.Namespace) -> int:
         domain = load_domain(name, data)
         evaluator = Evaluator(domain)
         episodes = [
-            Episode(domain, task, ExpertAgent(), ScriptedUser(), EpisodeSettings(), seed=0, trial=0, evaluator=evaluator)
+            Episode(domain, task, expert(), ScriptedUser(), EpisodeSettings(), seed=0, trial=0, evaluator=evaluator)
             for task in domain.tasks(args.split)
         ]
         finished: list[Episode] = []
