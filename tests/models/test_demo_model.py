@@ -95,6 +95,28 @@ def test_markers_are_single_tokens(tokenizer):
     assert tokenizer.decode(enc) == text
 
 
+def _tokens(tokenizer, text):
+    return tokenizer.convert_ids_to_tokens(tokenizer.encode(text, add_special_tokens=False))
+
+
+def test_a_word_is_the_same_token_in_prose_and_in_a_call(convs):
+    """What the agent copies from the user into a call must be the same tokens in both places."""
+    texts = [render_conversation(c["messages"], c["tools"]) for c in convs]
+    isolated = train_tokenizer(texts, vocab_size=800)
+    prose = _tokens(isolated, "Hello, I am mia_khan and my order is #W2000.")
+    call = _tokens(isolated, '{"user_id": "mia_khan", "order_id": "#W2000"}')
+    name = _tokens(isolated, "mia_khan")
+    joined = lambda toks, sub: any(toks[i : i + len(sub)] == sub for i in range(len(toks)))  # noqa: E731
+    assert joined(prose, name) and joined(call, name)
+    # the GPT-2 style pre-tokenisation (spaces glued to words) gives two different starts
+    glued = train_tokenizer(texts, vocab_size=800, isolate_spaces=False)
+    glued_name = _tokens(glued, " mia_khan")
+    assert joined(_tokens(glued, "Hello, I am mia_khan"), glued_name)
+    assert not joined(_tokens(glued, '{"user_id": "mia_khan"}'), glued_name)
+    # spaces still round-trip
+    assert isolated.decode(isolated.encode("a  b ok", add_special_tokens=False)) == "a  b ok"
+
+
 def test_template_renders_tools_and_hermes_calls(tokenizer, convs):
     c = convs[0]
     text = tokenizer.apply_chat_template(c["messages"], tools=c["tools"], tokenize=False)
@@ -164,9 +186,10 @@ def test_loss_mask_covers_only_assistant_tokens(tokenizer, convs):
 def test_long_conversation_is_split_with_system_context(tokenizer, convs):
     c = convs[2]
     [(full, _)] = encode_for_training(tokenizer, c, max_len=10_000)
-    pieces = encode_for_training(tokenizer, c, max_len=len(full) // 2 + 40)
+    max_len = len(full) * 3 // 4
+    pieces = encode_for_training(tokenizer, c, max_len=max_len)
     assert len(pieces) >= 2
-    assert all(len(x) <= len(full) // 2 + 40 for x, _ in pieces)
+    assert all(len(x) <= max_len for x, _ in pieces)
     head = tokenizer.decode(pieces[1][0][:5], skip_special_tokens=False)
     assert head.startswith("<|im_start|>system")
     assert all(any(y != IGNORE for y in lab) for _, lab in pieces)

@@ -31,8 +31,9 @@ SIZES: dict[str, dict[str, Any]] = {
         "num_attention_heads": 4,
         "num_key_value_heads": 4,
         "max_position_embeddings": 2048,
-        "max_len": 1024,
-        "steps": 200,
+        "max_len": 2048,
+        "steps": 1500,   # planned; the time cap below usually ends training first
+        "bf16": "auto",
         "lr": 3e-3,
         "batch_size": 4,
         # safety cap so a default build stays within 10 minutes on 2 busy cores

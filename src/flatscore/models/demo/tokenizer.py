@@ -9,7 +9,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 from transformers import PreTrainedTokenizerFast
 
 CHAT_TEMPLATE_PATH = Path(__file__).with_name("chat_template.jinja")
@@ -85,11 +85,22 @@ def _strip_markers(text: str) -> str:
 
 
 def train_tokenizer(
-    texts: Iterable[str], vocab_size: int = 6000, min_frequency: int = 2
+    texts: Iterable[str], vocab_size: int = 6000, min_frequency: int = 2, isolate_spaces: bool = True
 ) -> PreTrainedTokenizerFast:
-    """Train a byte-level BPE on `texts` and wrap it with the chat template."""
+    """Train a byte-level BPE on `texts` and wrap it with the chat template.
+
+    `isolate_spaces`: every space is a token of its own, so a word is the same token wherever it
+    stands. With GPT-2-style pre-tokenisation the email in "My email is mia.f@x.com" starts with
+    the token " mia" but in the tool call's JSON ``"email": "mia.f@x.com"`` with "mia"; copying
+    from the user's message into a call (most of what the demo agent must do) then needs a learned
+    mapping between two tokens instead of a plain copy. It costs ~16% more tokens on the demos.
+    """
     tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    tok.pre_tokenizer = (
+        pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(" "), behavior="isolated"), byte_level])
+        if isolate_spaces else byte_level
+    )
     tok.decoder = decoders.ByteLevel()
     tok.post_processor = processors.ByteLevel(trim_offsets=False)
     trainer = trainers.BpeTrainer(
