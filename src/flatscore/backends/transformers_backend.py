@@ -192,6 +192,7 @@ class TransformersBackend(Backend):
     def close(self) -> None:
         with self._lock:
             self._cache.clear()
+            self._kv_buffers = None  # the batch buffer kept between batches
 
     def describe(self) -> dict[str, Any]:
         return {
