@@ -57,6 +57,26 @@ def test_reversed_and_max_batch_chunks(tiny_model_dir, greedy):
     assert [r.text for r in greedy.generate(reqs[::-1])] == expected[::-1]
 
 
+def test_rows_finishing_at_different_steps(tiny_model_dir):
+    """Rows that stop early are compacted out of the batch buffer in place (kv_batch.BatchKV.compact):
+    outputs, and the KV stored for the next turn of every row, equal one-at-a-time decoding."""
+    limits = [2, 24, 3, 16, 1, 24]
+    plain = TransformersBackend(tiny_model_dir, reuse_kv=True)
+    batched = TransformersBackend(tiny_model_dir, reuse_kv=True)
+    histories = [[{"role": "user", "content": p}] for p in PROMPTS]
+    for turn in range(2):
+        reqs = [ModelRequest(messages=list(h), seed=turn, max_new_tokens=m, cache_key=f"ep{i}:agent")
+                for i, (h, m) in enumerate(zip(histories, limits))]
+        one = [plain.generate([r])[0] for r in reqs]
+        many = batched.generate(reqs)
+        assert [r.text for r in many] == [r.text for r in one]
+        assert [r.prefill_tokens for r in many] == [r.prefill_tokens for r in one]
+        assert len({r.completion_tokens for r in many}) >= 3  # rows really stop at different steps
+        for h, r in zip(histories, many):
+            h.append({"role": "assistant", "content": r.text})
+            h.append({"role": "user", "content": f"ok {turn}"})
+
+
 def test_max_new_tokens_respected(greedy):
     out = greedy.generate([_req(0, "Hello", max_new_tokens=1), _req(1, "Hello there", max_new_tokens=5)])
     assert out[0].completion_tokens == 1

@@ -59,10 +59,9 @@ class OpenAIBackend(Backend):
         extra_body: dict[str, Any] | None = None,
         max_backoff_s: float = 30.0,
     ) -> None:
-        base = base_url.rstrip("/")
-        if base.endswith("/v1"):
-            base = base[: -len("/v1")]
+        base = base_url.rstrip("/").removesuffix("/v1")
         self.base_url = base
+        self._url = base + "/v1/chat/completions"
         self.model = model
         self.api_key_env = api_key_env
         self.__api_key = os.environ.get(api_key_env) if api_key_env else None
@@ -108,16 +107,24 @@ class OpenAIBackend(Backend):
         return body
 
     @staticmethod
-    def request_id(request: ModelRequest, body: dict[str, Any]) -> str:
-        digest = hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()[:16]
-        return f"{request.cache_key or 'req'}-{request.seed}-{digest}"
+    def encode(body: dict[str, Any]) -> bytes:
+        """The request body as sent: serialised once per request (the id is a digest of these bytes)."""
+        return json.dumps(body, ensure_ascii=False, separators=(",", ":"), default=str).encode()
+
+    @staticmethod
+    def _rid(request: ModelRequest, data: bytes) -> str:
+        return f"{request.cache_key or 'req'}-{request.seed}-{hashlib.sha256(data).hexdigest()[:16]}"
+
+    def request_id(self, request: ModelRequest, body: dict[str, Any]) -> str:
+        """The ``X-Request-Id`` of every attempt of ``request`` (conversation, seed, body digest)."""
+        return self._rid(request, self.encode(body))
 
     # ----- the call -----
 
-    def _once(self, body: dict[str, Any], rid: str) -> ModelResponse:
+    def _once(self, data: bytes, rid: str) -> ModelResponse:
         t0 = time.perf_counter()
         try:
-            r = self._client.post(self.base_url + "/v1/chat/completions", json=body, headers={"X-Request-Id": rid})
+            r = self._client.post(self._url, content=data, headers={"X-Request-Id": rid})
         except httpx.HTTPError as exc:  # connect/read errors, timeouts, protocol errors
             raise _Retryable(f"{type(exc).__name__}: {exc}") from exc
         if r.status_code >= 500 or r.status_code in _RETRY_STATUS:
@@ -152,8 +159,8 @@ class OpenAIBackend(Backend):
         )
 
     def _call(self, request: ModelRequest) -> ModelResponse:
-        body = self.body(request)
-        rid = self.request_id(request, body)
+        data = self.encode(self.body(request))
+        rid = self._rid(request, data)
         last = "no attempt"
         for attempt in range(self.max_retries + 1):
             with self._lock:
@@ -161,7 +168,7 @@ class OpenAIBackend(Backend):
                 if attempt:
                     self.retries += 1
             try:
-                return self._once(body, rid)
+                return self._once(data, rid)
             except _Retryable as exc:
                 last = str(exc)
             if attempt < self.max_retries:
