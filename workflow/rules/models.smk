@@ -46,7 +46,7 @@ rule train_demo:
         out=lambda wc, output: str(Path(output.manifest).parent),
         size=lambda wc: model_spec(wc.model).get("size", "default"),
         seed=lambda wc: model_spec(wc.model).get("seed", 0),
-        max_seconds=lambda wc: model_spec(wc.model).get("max_seconds", 480),
+        max_seconds=lambda wc: model_spec(wc.model).get("max_seconds", 570),
     threads: THREADS
     resources:
         mem_mb=4000,

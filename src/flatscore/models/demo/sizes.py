@@ -37,7 +37,7 @@ SIZES: dict[str, dict[str, Any]] = {
         "lr": 3e-3,
         "batch_size": 4,
         # safety cap so a default build stays within 10 minutes on 2 busy cores
-        "max_seconds": 540,
+        "max_seconds": 570,
     },
 }
 
