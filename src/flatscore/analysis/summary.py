@@ -89,6 +89,8 @@ def write_summary(cell_dir: Path) -> Path | None:
     """
     cell_dir = Path(cell_dir)
     episodes, target = cell_dir / EPISODES_FILE, cell_dir / SUMMARY_FILE
+    if not episodes.exists():
+        return None
     size, sha = episodes.stat().st_size, episodes_sha256(episodes)
     arrays = build_summary(episodes)
     if arrays is None:
