@@ -227,8 +227,10 @@ def _run_episodes(args: argparse.Namespace, out: Path, data_dir: Path, domain: A
     finally:
         for backend in backends.values():
             backend.close()
+    from .analysis.summary import write_summary
     from .engine.integrity import seal_metrics
 
+    write_summary(out)  # the aggregate reads it instead of re-parsing the trajectories (before metrics.json)
     records = list(store.records())
     metrics = seal_metrics(summarize(records, args.trials), chash, store.path)
     write_json_atomic(out / "metrics.json", metrics)
@@ -242,7 +244,7 @@ def _move_aside(out: Path, old_hash: str) -> None:
     """Keep a stale cell's files (never delete results) under ``.superseded/<old hash>/``."""
     target = out / ".superseded" / old_hash
     target.mkdir(parents=True, exist_ok=True)
-    for name in ("cell.json", "episodes.jsonl", "metrics.json", "tracking.json"):
+    for name in ("cell.json", "episodes.jsonl", "episodes.summary.npz", "metrics.json", "tracking.json"):
         if (out / name).exists():
             (out / name).replace(target / name)
     print(f"moved the results of superseded cell {old_hash} to {target}")

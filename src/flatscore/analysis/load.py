@@ -16,7 +16,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -169,8 +170,62 @@ def _cat(values: list | np.ndarray) -> pd.Categorical:
     return pd.Categorical(values)
 
 
+def _objects(values: Iterable) -> np.ndarray:
+    """A 1-D object array of ``values`` (never reshaped into 2-D, whatever the values are)."""
+    values = list(values)
+    out = np.empty(len(values), dtype=object)
+    out[:] = values
+    return out
+
+
+#: Per-episode numeric columns and the dtype each is loaded as (``ch_*`` are COUNT_DTYPE too).
+EPISODE_DTYPES: dict[str, Any] = {"trial": np.int16, "seed": np.int64, "reward": np.float64, "scored": bool,
+                                  "errors_counted": np.int16, "agent_tool_calls": np.int16,
+                                  "user_tool_calls": np.int16, "steps": np.int16}
+
+
+def cell_arrays(cols: dict[str, list], ev: dict[str, list]) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """One cell's parsed column lists as arrays in the dtypes of the frames.
+
+    Converting per cell (not after concatenating every cell's lists) gives the same values,
+    element by element, and lets a cell's summary (:mod:`flatscore.analysis.summary`) store
+    exactly what the loader would build from its ``episodes.jsonl``. ``reward`` stays float64
+    so sums stay exact; ``task_id`` and the event strings are ``str``-ed as they always were.
+    """
+    ep: dict[str, np.ndarray] = {"task_id": _objects(str(t) for t in cols["task_id"]),
+                                 "termination": _objects(cols["termination"])}
+    for key, dtype in EPISODE_DTYPES.items():
+        ep[key] = np.asarray(cols[key], dtype=dtype)
+    for key, values in cols.items():
+        if key.startswith("ch_"):
+            ep[key] = np.asarray(values, dtype=COUNT_DTYPE)
+    evd: dict[str, np.ndarray] = {"row": np.asarray(ev["row"], dtype=np.int64),
+                                  "step": np.asarray(ev["step"], dtype=np.int16),
+                                  "counted": np.asarray(ev["counted"], dtype=bool)}
+    for key in ("channel", "side", "tool"):
+        evd[key] = _objects(str(v) for v in ev[key])
+    return ep, evd
+
+
+def _cell_data(d: Path, path: Path, channels: list[str]) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], dict[str, set]]:
+    """A cell's arrays: from its summary when that is intact and matches the JSONL, else parsed."""
+    # imported here: the summary module imports this one
+    from flatscore.analysis.summary import read_summary
+
+    cached = read_summary(d)
+    if cached is not None:
+        return cached
+    cols, ev, seen = _parse_episodes(path, channels)
+    return (*cell_arrays(cols, ev), seen)
+
+
 def load_cells(cell_dirs: Iterable[Path | str]) -> StudyData:
-    """Load every cell folder into :class:`StudyData` (episodes, error_events, cells)."""
+    """Load every cell folder into :class:`StudyData` (episodes, error_events, cells).
+
+    A cell with an intact summary of its current ``episodes.jsonl`` (checked by SHA-256, see
+    :mod:`flatscore.analysis.summary`) is read from it; any other cell is parsed line by line.
+    Both give the same frames.
+    """
     dirs = [Path(d) for d in cell_dirs]
     metas, ep_parts, ev_parts = [], [], []
     channels = list(CHANNELS)
@@ -179,7 +234,7 @@ def load_cells(cell_dirs: Iterable[Path | str]) -> StudyData:
         path = d / "episodes.jsonl"
         if not path.exists():
             raise CorruptRecordError(path, None, "episodes.jsonl missing")
-        cols, ev, seen = _parse_episodes(path, channels)
+        cols, ev, seen = _cell_data(d, path, channels)
         for key in ("budget", "domain", "repair"):
             vals = {v for v in seen[key] if v is not None}
             if vals and vals != {meta[key]}:
@@ -222,31 +277,28 @@ def load_cells(cell_dirs: Iterable[Path | str]) -> StudyData:
                 out[col] = pd.Categorical.from_codes(np.repeat(cat.codes, counts), categories=cat.categories)
         return out
 
-    def concat(key: str, parts: list[dict[str, list]], default: int = 0) -> list:
-        out: list = []
-        for p, n in zip(parts, (len(p["task_id"]) for p in parts)):
-            out.extend(p.get(key, [default] * n))
-        return out
+    def concat(key: str, parts: list[dict[str, np.ndarray]], dtype: Any) -> np.ndarray:
+        """One column over all cells; a cell without it (a channel it never saw) counts 0."""
+        arrays = [p[key] if key in p else np.zeros(len(next(iter(p.values()))), dtype=dtype) for p in parts]
+        return np.concatenate(arrays) if arrays else np.zeros(0, dtype=dtype)
 
     ep = cell_columns(n_per_cell)
-    ep["task_id"] = _cat([str(t) for t in concat("task_id", ep_parts)]) if len(dirs) else _cat([])
-    ep["trial"] = np.asarray(concat("trial", ep_parts), dtype=np.int16)
-    ep["seed"] = np.asarray(concat("seed", ep_parts), dtype=np.int64)
-    ep["reward"] = np.asarray(concat("reward", ep_parts), dtype=np.float64)  # sums must stay exact
-    ep["scored"] = np.asarray(concat("scored", ep_parts), dtype=bool)
-    ep["termination"] = _cat(concat("termination", ep_parts))
-    ep["errors_counted"] = np.asarray(concat("errors_counted", ep_parts), dtype=np.int16)
+    ep["task_id"] = _cat(concat("task_id", ep_parts, object))
+    for k in ("trial", "seed", "reward", "scored"):
+        ep[k] = concat(k, ep_parts, EPISODE_DTYPES[k])
+    ep["termination"] = _cat(concat("termination", ep_parts, object))
+    ep["errors_counted"] = concat("errors_counted", ep_parts, EPISODE_DTYPES["errors_counted"])
     for c in channels:
-        ep[f"ch_{c}"] = np.asarray(concat(f"ch_{c}", ep_parts), dtype=np.int16)
+        ep[f"ch_{c}"] = concat(f"ch_{c}", ep_parts, COUNT_DTYPE)
     ep["ch_hallucinated_tool"] = sum(ep[f"ch_{c}"] for c in HALLUCINATION_CHANNELS).astype(np.int16)
     for k in ("agent_tool_calls", "user_tool_calls", "steps"):
-        ep[k] = np.asarray(concat(k, ep_parts), dtype=np.int16)
+        ep[k] = concat(k, ep_parts, EPISODE_DTYPES[k])
     episodes = pd.DataFrame(ep)
 
     # error events: global episode row = cell offset + row within the cell
     offsets = np.concatenate([[0], np.cumsum(n_per_cell)[:-1]]) if len(n_per_cell) else np.zeros(0, np.int64)
     rows = np.concatenate(
-        [np.asarray(p["row"], dtype=np.int64) + off for p, off in zip(ev_parts, offsets)]
+        [p["row"] + off for p, off in zip(ev_parts, offsets)]
     ) if ev_parts else np.zeros(0, np.int64)
     evd = cell_columns(n_ev_per_cell)
     evd["task_id"] = pd.Categorical.from_codes(
@@ -255,13 +307,12 @@ def load_cells(cell_dirs: Iterable[Path | str]) -> StudyData:
     evd["trial"] = episodes["trial"].to_numpy()[rows]
     evd["episode_row"] = rows
     for k in EVENT_FIELDS:
-        vals = [v for p in ev_parts for v in p[k]]
         if k == "step":
-            evd[k] = np.asarray(vals, dtype=np.int16)
+            evd[k] = concat(k, ev_parts, np.int16)
         elif k == "counted":
-            evd[k] = np.asarray(vals, dtype=bool)
+            evd[k] = concat(k, ev_parts, bool)
         else:
-            evd[k] = _cat([str(v) for v in vals])
+            evd[k] = _cat(concat(k, ev_parts, object))
     error_events = pd.DataFrame(evd)
     return StudyData(cells=cells, episodes=episodes, error_events=error_events)
 

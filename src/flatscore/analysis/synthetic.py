@@ -214,8 +214,14 @@ def _records(spec: SyntheticStudy, lat: dict, domain: str, budget: int, repair: 
         }
 
 
-def write_study(spec: SyntheticStudy, results_dir: Path) -> list[Path]:
-    """Write ``<results_dir>/cells/<cell_id>/{cell.json,episodes.jsonl}``; return the cell dirs."""
+def write_study(spec: SyntheticStudy, results_dir: Path, summaries: bool = True) -> list[Path]:
+    """Write ``<results_dir>/cells/<cell_id>/{cell.json,episodes.jsonl}``; return the cell dirs.
+
+    ``summaries``: also write each cell's ``episodes.summary.npz``, as the episodes command does
+    when a cell ends (False: cells as written before summaries existed, parsed line by line).
+    """
+    from flatscore.analysis.summary import write_summary
+
     root = Path(results_dir) / "cells"
     root.mkdir(parents=True, exist_ok=True)
     out = []
@@ -236,5 +242,7 @@ def write_study(spec: SyntheticStudy, results_dir: Path) -> list[Path]:
         flip_rng = np.random.default_rng(_seed("flip", cell_hash))
         with open(d / "episodes.jsonl", "wb", buffering=1 << 20) as fh:
             fh.write(b"".join(_dumps(r) + b"\n" for r in _records(spec, lat, dom, budget, rep, cell_id, flip_rng)))
+        if summaries:
+            write_summary(d)
         out.append(d)
     return out
