@@ -6,13 +6,17 @@ that fix, so a model trained on it can only guess (the demo model did, and asked
 random). This agent still knows the answer (it is an oracle, and it is scored), but it shows its
 evidence first, the way tau2's troubleshooting policy asks a human agent to work:
 
-1. identify the customer from the phone number the user gave, then find the line with that
+1. walk a fixed list of checks on the user's phone for the reported issue (no service / mobile
+   data / MMS), and right after each check apply the ground-truth fixes of the faults it shows;
+2. then identify the customer from the phone number the user gave and find the line with that
    number (``get_customer_by_phone``, then ``get_details_by_id`` per line until the numbers match);
-2. walk a fixed list of checks for the reported issue (no service / mobile data / MMS), and right
-   after each check, apply the ground-truth fixes of the faults that this check shows.
+3. then the account checks (roaming on the line, data usage, bills), each followed by its fixes.
 
 So every fix follows the observation that calls for it, and the list of checks depends only on
 the issue the user reports: both are things a small model can pick up from the conversation.
+The phone comes first because its checks and fixes need no identifiers: a model that cannot yet
+copy a phone number or a line id from the conversation can still fix the phone, and then makes
+its copying errors on the account tools, where the error budget sees them.
 Faults whose fix no check below reveals are fixed at the end, so the agent stays correct on
 tau2's own tasks too. Other domains get the plain expert's behaviour.
 """
@@ -46,8 +50,7 @@ class Check:
 _ALL = frozenset(ISSUES)
 _DATA_MMS = frozenset({"mobile_data_issue", "mms_issue"})
 CHECKS: tuple[Check, ...] = (
-    # The line record is already on screen after the lookup: roaming on the line.
-    Check("assistant", "", _DATA_MMS, frozenset({"enable_roaming"})),
+    # -- on the user's phone (no identifiers needed) --
     Check("user", "check_network_status", _ALL,
           frozenset({"toggle_airplane_mode", "toggle_data", "reseat_sim_card", "toggle_roaming"})),
     Check("user", "check_network_mode_preference", _DATA_MMS, frozenset({"set_network_mode_preference"})),
@@ -58,10 +61,15 @@ CHECKS: tuple[Check, ...] = (
     Check("user", "check_vpn_status", frozenset({"mobile_data_issue"}), frozenset({"disconnect_vpn"})),
     Check("user", "check_data_restriction_status", frozenset({"mobile_data_issue"}),
           frozenset({"toggle_data_saver_mode"})),
+    # -- on the account, after the lookup --
+    # The line's record is on screen after the lookup: roaming on the line.
+    Check("assistant", "", _DATA_MMS, frozenset({"enable_roaming"}), needs=("line_id",)),
     Check("assistant", "get_data_usage", _DATA_MMS, frozenset({"refuel_data"}), needs=("customer_id", "line_id")),
     Check("assistant", "get_bills_for_customer", frozenset({"service_issue"}), frozenset({"send_payment_request"}),
           needs=("customer_id",)),
 )
+PHONE_CHECKS = tuple(c for c in CHECKS if c.requestor == "user")
+ACCOUNT_CHECKS = tuple(c for c in CHECKS if c.requestor != "user")
 #: A ground-truth action whose name is here starts a fault's fix; any other action (reboot,
 #: payment, resume) continues the fix before it.
 FIX_HEADS = frozenset().union(*(c.reveals for c in CHECKS)) | {"transfer_to_human_agents"}
@@ -99,21 +107,20 @@ def fix_groups(actions: list[Action]) -> list[list[Action]]:
     return groups
 
 
-def diagnosis_plan(task: Task, ids: dict[str, str]) -> list[Action]:
-    """Checks for the task's issue, each followed by the fixes it reveals; unplaced fixes last."""
+def diagnosis_plan(task: Task, ids: dict[str, str] | None, placed: set[int]) -> list[Action]:
+    """The phone checks (``ids`` None) or the account checks (``ids`` from the lookup) for the task's
+    issue, each followed by the fixes it reveals; the account phase ends with any unplaced fixes.
+    ``placed`` (indices into the task's fix groups) is updated, so no fix is applied twice."""
     issue = task_issue(task)
     groups = fix_groups(task.actions)
     faults = set(task.id.split("]", 1)[1].split("[", 1)[0].split("|")) if "]" in task.id else set()
     transfer_after = next((TRANSFER_AFTER[f] for f in faults if f in TRANSFER_AFTER), None)
-    placed: set[int] = set()
     plan: list[Action] = []
-    for check in CHECKS:
-        if issue not in check.issues:
-            continue
-        if any(k not in ids for k in check.needs):
+    for check in PHONE_CHECKS if ids is None else ACCOUNT_CHECKS:
+        if issue not in check.issues or any(k not in (ids or {}) for k in check.needs):
             continue
         if check.name:
-            args = {k: v for k, v in check.arguments} | {k: ids[k] for k in check.needs}
+            args = {k: v for k, v in check.arguments} | {k: (ids or {})[k] for k in check.needs}
             plan.append(Action(action_id=f"check_{check.name}", requestor=check.requestor, name=check.name,
                                arguments=args))
         for i, group in enumerate(groups):
@@ -125,9 +132,11 @@ def diagnosis_plan(task: Task, ids: dict[str, str]) -> list[Action]:
                 placed.add(i)
         if plan and plan[-1].name == "transfer_to_human_agents":
             return plan
-    for i, group in enumerate(groups):
-        if i not in placed:
-            plan.extend(group)
+    if ids is not None:
+        for i, group in enumerate(groups):
+            if i not in placed:
+                plan.extend(group)
+                placed.add(i)
     return plan
 
 
@@ -138,7 +147,9 @@ class _Diagnosis:
     line_id: str | None = None
     tried_lines: list[str] = field(default_factory=list)
     lookup_done: bool = False
-    plan: list[Action] | None = None
+    placed: set[int] = field(default_factory=set)
+    phone_plan: list[Action] | None = None
+    account_plan: list[Action] | None = None
     position: int = 0
 
 
@@ -181,28 +192,39 @@ class DiagnosingExpertAgent(ExpertAgent):
         if view.domain != "telecom" or task_issue(view.task) is None:
             return (yield from super().respond(view))
         d = self._diagnoses.setdefault(view.episode_id, _Diagnosis())
+        if d.phone_plan is None:
+            d.phone_plan = diagnosis_plan(view.task, None, d.placed)
+        if d.account_plan is None and d.position < len(d.phone_plan):
+            return self._do(d, d.phone_plan, view)
+        if d.phone_plan and d.phone_plan[-1].name == "transfer_to_human_agents":
+            return TurnOutput(content=TRANSFER_MESSAGE)
         if not d.lookup_done:
             call = self._lookup_step(view, d)
             if call is not None:
                 return TurnOutput(tool_calls=[ToolCall(id=f"call_{view.turn}_0", name=call[0], arguments=call[1])])
-        if d.plan is None:
+        if d.account_plan is None:
             ids = {}
             if d.customer is not None:
                 ids["customer_id"] = str(d.customer.get("customer_id"))
             if d.line_id is not None:
                 ids["line_id"] = d.line_id
-            d.plan = diagnosis_plan(view.task, ids)
-        if d.position >= len(d.plan):
-            if d.plan and d.plan[-1].name == "transfer_to_human_agents":
-                return TurnOutput(content=TRANSFER_MESSAGE)
-            return TurnOutput(content=closing_message(view))
-        action = d.plan[d.position]
+            d.account_plan = diagnosis_plan(view.task, ids, d.placed)
+            d.position = 0
+        if d.position < len(d.account_plan):
+            return self._do(d, d.account_plan, view)
+        if d.account_plan and d.account_plan[-1].name == "transfer_to_human_agents":
+            return TurnOutput(content=TRANSFER_MESSAGE)
+        return TurnOutput(content=closing_message(view))
+        yield  # pragma: no cover - a generator by contract
+
+    @staticmethod
+    def _do(d: _Diagnosis, plan: list[Action], view: AgentView) -> TurnOutput:
+        action = plan[d.position]
         d.position += 1
         if action.requestor == "user":
             return TurnOutput(content=format_user_request(action.name, action.arguments))
         return TurnOutput(tool_calls=[ToolCall(id=f"call_{view.turn}_0", name=action.name,
                                                arguments=dict(action.arguments))])
-        yield  # pragma: no cover - a generator by contract
 
     def _lookup_step(self, view: AgentView, d: _Diagnosis) -> tuple[str, dict[str, Any]] | None:
         """The next lookup call, or None once the customer and line are known (or cannot be)."""
