@@ -141,3 +141,29 @@ def test_run_cell_write_behind_equals_synchronous(name: str, synthetic_dirs, tmp
         assert out["sync", agent_name] == out["behind", agent_name]
         assert len(out["sync", agent_name]) == 24
     assert all(r["reward"] == 1.0 for r in EpisodeStore(tmp_path / "behind_expert.jsonl").records())
+
+
+def test_record_line_equals_dumping_asdict(synthetic_dirs, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """to_json skips asdict's deep copy; the text must stay exactly what dumping to_dict() gave."""
+    import json
+
+    from flatscore.agents.expert import NoiseRates, NoisyExpertAgent
+    from flatscore.agents.users import ScriptedUser
+    from flatscore.domains import load_domain
+    from flatscore.engine.episode import EpisodeSettings
+    from flatscore.engine.runner import drive
+    from flatscore.engine.episode import Episode
+    from flatscore.engine.scoring import Evaluator
+
+    for name in ("retail", "telecom"):
+        domain = load_domain(name, synthetic_dirs[name])
+        agent = NoisyExpertAgent(NoiseRates(invented_tool=0.3, tool_error=0.2, malformed_call=0.1))
+        evaluator = Evaluator(domain)
+        records: list[EpisodeRecord] = []
+        episodes = (Episode(domain, t, agent, ScriptedUser(), EpisodeSettings(max_errors=3), i, 0, evaluator)
+                    for i, t in enumerate(domain.tasks()[:10]))
+        drive(episodes, None, records.append)
+        assert any(r.error_events for r in records)
+        for record in records:
+            old = json.dumps(record.to_dict(), ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+            assert record.to_json() == old
