@@ -9,7 +9,7 @@ tests compare byte for byte.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields, is_dataclass
 from enum import Enum
 from typing import Any
 
@@ -94,7 +94,20 @@ class EpisodeRecord:
         return asdict(self)
 
     def to_json(self) -> str:
-        return json.dumps(self.to_dict(), ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+        """The record's line. Same text as dumping :meth:`to_dict`, without its deep copy.
+
+        Why: ``asdict`` rebuilds every nested dict and list of the trajectory first (about
+        0.6 ms an episode, in the driver thread); json only needs the nested dataclasses
+        (error events) turned into dicts, which ``default`` does where it meets them.
+        """
+        shallow = {f.name: getattr(self, f.name) for f in fields(self)}
+        return json.dumps(shallow, ensure_ascii=False, sort_keys=True, separators=(",", ":"), default=_dataclass_dict)
+
+
+def _dataclass_dict(value: Any) -> Any:
+    if is_dataclass(value) and not isinstance(value, type):
+        return asdict(value)
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
 
 
 def episode_key(task_id: str, trial: int) -> str:

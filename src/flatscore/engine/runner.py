@@ -22,6 +22,7 @@ from .records import EpisodeRecord, Termination
 from .scoring import Evaluator
 from .seeding import episode_seed
 from .store import EpisodeStore
+from .store_writer import DEFAULT_MAX_PENDING, StoreWriter
 
 
 @dataclass
@@ -107,8 +108,15 @@ def run_cell(
     progress: bool = True,
     evaluator: Evaluator | None = None,
     first_trial: int = 0,
+    write_behind: int = DEFAULT_MAX_PENDING,
 ) -> EpisodeStore:
-    """Run every (task, trial) not yet in ``store``; infrastructure failures are retried."""
+    """Run every (task, trial) not yet in ``store``; infrastructure failures are retried.
+
+    ``write_behind``: finished episodes are made durable by a writer thread, at most that many
+    not yet fsynced at any time (what a SIGKILL may lose; see store_writer). Every episode is
+    on disk when this returns, also when it raises. 0 writes and fsyncs each episode in the
+    driver before the next one starts.
+    """
     if trials < 1:
         raise ValueError(f"trials: expected an integer >= 1, got {trials!r}")
     evaluator = evaluator or Evaluator(domain)
@@ -116,28 +124,34 @@ def run_cell(
     todo = [(task, trial) for trial in trial_ids for task in tasks if not store.has(task.id, trial)]
     bar = _progress(len(todo), f"{domain.name} K={settings.max_errors}{' repair' if settings.repair else ''}", progress)
 
-    for attempt in range(infra_retries + 1):
-        failed: list[tuple[Task, int]] = []
-        last_try = attempt == infra_retries
+    writer = StoreWriter(store, max_pending=write_behind) if write_behind > 0 else None
+    append = writer.append if writer is not None else store.append
+    try:
+        for attempt in range(infra_retries + 1):
+            failed: list[tuple[Task, int]] = []
+            last_try = attempt == infra_retries
 
-        def done(record: EpisodeRecord, last_try: bool = last_try, failed: list = failed) -> None:
-            record.cell = cell_hash
-            if record.termination == Termination.INFRASTRUCTURE_ERROR.value and not last_try:
-                failed.append((by_id[record.task_id], record.trial))
-                return
-            store.append(record)
-            if bar is not None:
-                bar.update(1)
+            def done(record: EpisodeRecord, last_try: bool = last_try, failed: list = failed) -> None:
+                record.cell = cell_hash
+                if record.termination == Termination.INFRASTRUCTURE_ERROR.value and not last_try:
+                    failed.append((by_id[record.task_id], record.trial))
+                    return
+                append(record)
+                if bar is not None:
+                    bar.update(1)
 
-        by_id = {t.id: t for t in tasks}
-        episodes = (
-            Episode(domain, task, agent, user, settings, episode_seed(base_seed, task.id, trial), trial, evaluator)
-            for task, trial in todo
-        )
-        drive(episodes, backends, done, max_in_flight=max_in_flight)
-        if not failed:
-            break
-        todo = failed
+            by_id = {t.id: t for t in tasks}
+            episodes = (
+                Episode(domain, task, agent, user, settings, episode_seed(base_seed, task.id, trial), trial, evaluator)
+                for task, trial in todo
+            )
+            drive(episodes, backends, done, max_in_flight=max_in_flight)
+            if not failed:
+                break
+            todo = failed
+    finally:
+        if writer is not None:
+            writer.close()
     if bar is not None:
         bar.close()
     return store

@@ -1,10 +1,13 @@
 """A cell's episodes on disk: one JSON line each, appended atomically, resumable.
 
-Each finished episode is written with a single ``write`` on an ``O_APPEND`` descriptor and
-``fsync``-ed before the next one starts, so a killed run leaves at most one partial line at
-the end. Opening the store cuts such a tail (a line without its newline or that is not
-JSON) and the run resumes after the last complete episode; episodes already present are
-never written twice.
+Lines are written whole with a single ``write`` on an ``O_APPEND`` descriptor and
+``fsync``-ed before :meth:`EpisodeStore.append` (or :meth:`EpisodeStore.write_lines`)
+returns, so a killed run leaves at most one partial line at the end. ``run_cell`` appends
+through :class:`~flatscore.engine.store_writer.StoreWriter`, which does the write+fsync in a
+thread and bounds how many finished episodes may not be durable yet (what a SIGKILL may
+lose; they are rerun on resume). Opening the store cuts a torn tail (a line without its
+newline or that is not JSON) and the run resumes after the last complete episode; episodes
+already present are never written twice.
 """
 
 from __future__ import annotations
@@ -69,18 +72,42 @@ class EpisodeStore:
     def __len__(self) -> int:
         return len(self._keys)
 
-    def append(self, record: EpisodeRecord) -> bool:
-        """Write one episode; False (and nothing written) if that episode is already stored."""
+    def reserve(self, record: EpisodeRecord) -> bytes | None:
+        """Claim ``record``'s key and return its line; None if that episode is already stored.
+
+        Split from :meth:`write_lines` so that a writer thread can make the line durable while
+        the driver goes on (see :mod:`flatscore.engine.store_writer`): the key is taken at
+        once, so the same episode is never queued twice.
+        """
         if record.key in self._keys:
-            return False
+            return None
         line = (record.to_json() + "\n").encode("utf-8")
+        self._keys.add(record.key)
+        return line
+
+    def write_lines(self, data: bytes) -> None:
+        """Append complete lines with one ``write`` and ``fsync`` them before returning."""
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
-            written = os.write(fd, line)
-            while written < len(line):  # os.write may write less on some filesystems
-                written += os.write(fd, line[written:])
+            written = os.write(fd, data)
+            while written < len(data):  # os.write may write less on some filesystems
+                written += os.write(fd, data[written:])
             os.fsync(fd)
         finally:
             os.close(fd)
-        self._keys.add(record.key)
+
+    def append(self, record: EpisodeRecord) -> bool:
+        """Write one episode durably; False (and nothing written) if that episode is already stored."""
+        line = self.reserve(record)
+        if line is None:
+            return False
+        try:
+            self.write_lines(line)
+        except BaseException:
+            self.forget(record.key)
+            raise
         return True
+
+    def forget(self, key: str) -> None:
+        """Release a key taken by :meth:`reserve` whose line could not be written."""
+        self._keys.discard(key)

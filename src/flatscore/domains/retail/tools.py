@@ -14,6 +14,7 @@ import unicodedata
 from collections import Counter
 from typing import Literal
 
+from ..cow import peek_items, peek_values
 from ..toolkit import Toolkit, ToolError, tool
 from .data_model import (
     CANCEL_REASONS,
@@ -129,7 +130,7 @@ class RetailTools(Toolkit):
     def find_user_id_by_email(self, email: str) -> str:
         """Look up a user id by email address (e.g. 'jane.doe1234@example.com'); the preferred way to authenticate."""
         wanted = _fold(email)
-        for user_id, user in self.db.users.items():
+        for user_id, user in peek_items(self.db.users):  # read-only scan: claims nothing
             if _fold(user.email) == wanted:
                 return user_id
         raise ToolError("User not found")
@@ -138,7 +139,7 @@ class RetailTools(Toolkit):
     def find_user_id_by_name_zip(self, first_name: str, last_name: str, zip: str) -> str:
         """Look up a user id by first name, last name and 5-digit zip code; use when the user cannot give their email."""
         first, last = _fold(first_name), _fold(last_name)
-        for user_id, user in self.db.users.items():
+        for user_id, user in peek_items(self.db.users):  # read-only scan: claims nothing
             if _fold(user.name.first_name) == first and _fold(user.name.last_name) == last and user.address.zip == zip:
                 return user_id
         raise ToolError("User not found")
@@ -161,7 +162,7 @@ class RetailTools(Toolkit):
     @tool
     def get_item_details(self, item_id: str) -> Variant:
         """Get one variant item (options, availability, price) by its 10-digit item id, which differs from the product id."""
-        for product in self.db.products.values():
+        for product in peek_values(self.db.products):  # read-only scan; the result is a snapshot
             if item_id in product.variants:
                 return self._snapshot(product.variants[item_id])
         raise ToolError("Item not found")
@@ -169,7 +170,7 @@ class RetailTools(Toolkit):
     @tool
     def list_all_product_types(self) -> str:
         """List every product type as a JSON object mapping product name to product id, sorted by name."""
-        names = {product.name: product.product_id for product in self.db.products.values()}
+        names = {product.name: product.product_id for product in peek_values(self.db.products)}
         return json.dumps(names, sort_keys=True)
 
     # -- write: pending orders -------------------------------------------------------------
