@@ -15,7 +15,8 @@ import json
 import sys
 from pathlib import Path
 
-CHANNELS = ("invented_tool", "other_side_tool", "malformed_call", "invalid_arguments", "tool_error", "user_tool_error")
+CHANNELS = ("invented_tool", "other_side_tool", "malformed_call", "invalid_arguments", "tool_error", "user_tool_error",
+            "invented_user_action")
 
 
 def main(results: Path) -> int:
