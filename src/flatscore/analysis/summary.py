@@ -21,8 +21,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -33,7 +31,7 @@ from flatscore.analysis.load import (
     _parse_episodes,
     cell_arrays,
 )
-from flatscore.engine.cell import episodes_sha256
+from flatscore.engine.cell import episodes_sha256, write_atomic
 from flatscore.engine.records import CHANNELS
 
 SUMMARY_FILE = "episodes.summary.npz"
@@ -101,16 +99,7 @@ def write_summary(cell_dir: Path) -> Path | None:
     arrays["episodes_sha256"] = np.array(sha)
     arrays["episodes_size"] = np.array(size)
     arrays["digest"] = np.array(_digest(arrays))
-    fd, tmp = tempfile.mkstemp(dir=cell_dir, prefix=f".{SUMMARY_FILE}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            np.savez(handle, **arrays)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_atomic(target, lambda handle: np.savez(handle, **arrays), binary=True)
     return target
 
 
