@@ -107,6 +107,10 @@ def fix_groups(actions: list[Action]) -> list[list[Action]]:
     return groups
 
 
+def _ends_in_transfer(plan: list[Action]) -> bool:
+    return bool(plan) and plan[-1].name == "transfer_to_human_agents"
+
+
 def diagnosis_plan(task: Task, ids: dict[str, str] | None, placed: set[int]) -> list[Action]:
     """The phone checks (``ids`` None) or the account checks (``ids`` from the lookup) for the task's
     issue, each followed by the fixes it reveals; the account phase ends with any unplaced fixes.
@@ -130,7 +134,7 @@ def diagnosis_plan(task: Task, ids: dict[str, str] | None, placed: set[int]) -> 
             if head in check.reveals or (head == "transfer_to_human_agents" and transfer_after == check.name):
                 plan.extend(group)
                 placed.add(i)
-        if plan and plan[-1].name == "transfer_to_human_agents":
+        if _ends_in_transfer(plan):
             return plan
     if ids is not None:
         for i, group in enumerate(groups):
@@ -196,7 +200,7 @@ class DiagnosingExpertAgent(ExpertAgent):
             d.phone_plan = diagnosis_plan(view.task, None, d.placed)
         if d.account_plan is None and d.position < len(d.phone_plan):
             return self._do(d, d.phone_plan, view)
-        if d.phone_plan and d.phone_plan[-1].name == "transfer_to_human_agents":
+        if _ends_in_transfer(d.phone_plan):
             return TurnOutput(content=TRANSFER_MESSAGE)
         if not d.lookup_done:
             call = self._lookup_step(view, d)
@@ -212,9 +216,7 @@ class DiagnosingExpertAgent(ExpertAgent):
             d.position = 0
         if d.position < len(d.account_plan):
             return self._do(d, d.account_plan, view)
-        if d.account_plan and d.account_plan[-1].name == "transfer_to_human_agents":
-            return TurnOutput(content=TRANSFER_MESSAGE)
-        return TurnOutput(content=closing_message(view))
+        return TurnOutput(content=TRANSFER_MESSAGE if _ends_in_transfer(d.account_plan) else closing_message(view))
         yield  # pragma: no cover - a generator by contract
 
     @staticmethod
