@@ -213,3 +213,54 @@ def test_compressed_tensors_dir_batched_equals_sequential(tmp_path):
     reqs = [_req(i, p, max_new_tokens=16) for i, p in enumerate(PROMPTS)]
     sequential = [backend.generate([r])[0].text for r in reqs]
     assert [r.text for r in backend.generate(reqs)] == sequential
+
+
+def _episode_start(i: int) -> ModelRequest:
+    """First turn of episode ``i``: the same system prompt and tools as every other episode."""
+    messages = [
+        {"role": "system", "content": "You are a retail agent. Follow the policy. " * 6},
+        {"role": "user", "content": f"I am user number {i}; my order is #W{1000 + 7 * i}."},
+    ]
+    return ModelRequest(messages=messages, tools=TOOLS, seed=i, max_new_tokens=10, cache_key=f"ep{i}:agent")
+
+
+def test_shared_prefix_prefilled_once_per_batch_same_outputs(tiny_model_dir):
+    plain = TransformersBackend(tiny_model_dir, reuse_kv=False)
+    shared = TransformersBackend(tiny_model_dir, reuse_kv=True, share_prefix=True)
+    own_only = TransformersBackend(tiny_model_dir, reuse_kv=True, share_prefix=False)
+    reqs = [_episode_start(i) for i in range(4)]
+    want = plain.generate(reqs)
+    got = shared.generate(reqs)
+    alone = own_only.generate(reqs)
+    assert [r.text for r in got] == [r.text for r in want] == [r.text for r in alone]
+    assert [r.prefill_tokens for r in alone] == [r.prompt_tokens for r in alone]
+    # the first row prefills everything; the others only what follows the common system prompt
+    assert got[0].prefill_tokens == got[0].prompt_tokens
+    common = len(plain.render(reqs[0])) - 20
+    for r in got[1:]:
+        assert r.prefill_tokens < r.prompt_tokens - common // 2
+    assert shared.describe()["share_prefix"] is True
+    assert TransformersBackend(tiny_model_dir, reuse_kv=False, share_prefix=True).describe()["share_prefix"] is False
+
+
+def test_shared_prefix_lent_by_live_and_released_conversations(tiny_model_dir):
+    plain = TransformersBackend(tiny_model_dir, reuse_kv=False)
+    shared = TransformersBackend(tiny_model_dir, reuse_kv=True)
+    first = shared.generate([_episode_start(0)])[0]
+    assert first.prefill_tokens == first.prompt_tokens
+    # a live conversation lends its prefix to a new one
+    second = shared.generate([_episode_start(1)])[0]
+    assert second.text == plain.generate([_episode_start(1)])[0].text
+    assert second.prefill_tokens < second.prompt_tokens // 2
+    # so does a released one (one at a time, nothing else live)
+    shared.release("ep0:agent")
+    shared.release("ep1:agent")
+    assert shared.cached_keys() == []
+    third = shared.generate([_episode_start(2)])[0]
+    assert third.text == plain.generate([_episode_start(2)])[0].text
+    assert third.prefill_tokens < third.prompt_tokens // 2
+    # a prompt that shares nothing but the template header is prefilled almost entirely
+    other = ModelRequest(messages=[{"role": "user", "content": "something else"}], max_new_tokens=5, cache_key="x")
+    y = shared.generate([other])[0]
+    assert y.text == plain.generate([other])[0].text
+    assert y.prefill_tokens >= len(plain.render(other)) - 3

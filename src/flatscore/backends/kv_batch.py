@@ -155,6 +155,13 @@ class BatchKV:
         return [(k[row : row + 1, :, start:end].clone(), v[row : row + 1, :, start:end].clone())
                 for k, v in zip(self.k, self.v)]
 
+    def row_view(self, row: int, start: int, end: int) -> list[tuple[Any, Any]]:
+        """Views (no copy) of row ``row``'s columns ``[start, end)``, per layer ``[1, h, n, d]``.
+
+        Valid only while the batch's prefill runs: decode writes and compaction move rows.
+        """
+        return [(k[row : row + 1, :, start:end], v[row : row + 1, :, start:end]) for k, v in zip(self.k, self.v)]
+
     def compact(self, keep: list[int], start: int) -> None:
         """Move rows ``keep`` (ascending) to ``0..len(keep)-1`` in place; columns before ``start`` are dropped."""
         for dst, src in enumerate(keep):

@@ -8,6 +8,12 @@ Why a hand-written decode loop instead of ``model.generate``:
   of the cached tokens and the new prompt (the cache is cut back to that prefix; at least one
   token is always run so that there are logits to sample from). ``prefill_tokens`` reports
   how many prompt tokens were actually run.
+* **One system prompt, prefilled once.** Every episode of a cell starts with the same system
+  prompt and tool list (678 tokens for the demo model's compact prompt). A conversation with
+  nothing cached of its own borrows the keys/values of the longest common prefix from another
+  conversation: a row prefilled earlier in the same batch, a live conversation's cache, or one
+  of the last few released ones. Keys/values at a position depend only on the tokens up to it
+  (causal attention), so a borrowed prefix is what prefilling it again would compute.
 * **Batching steps of different episodes.** All requests of a batch share one preallocated
   key/value buffer (:mod:`.kv_batch`): each row is left-padded so that all rows end at the same
   column. Each request is prefilled on its own (batch of one, on top of its cached prefix,
@@ -53,6 +59,25 @@ from .base import Backend, InfrastructureError, ModelRequest, ModelResponse
 from .kv_batch import BatchKV
 
 END_MARKERS = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|end|>")
+#: donors of a shared prefix: how many of the most recent live conversations are compared,
+#: and how many released ones are kept (each holds its whole conversation's keys/values)
+LIVE_DONORS = 8
+RELEASED_DONORS = 2
+
+
+def _common_prefix(a: list[int], b: list[int], limit: int) -> int:
+    """Length of the common prefix of ``a`` and ``b``, at most ``limit``."""
+    n = min(len(a), len(b), limit)
+    if a[:n] == b[:n]:
+        return n
+    lo, hi = 0, n  # a[:lo] == b[:lo], a[:hi] != b[:hi]: bisect on slice equality (C speed)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if a[:mid] == b[:mid]:
+            lo = mid
+        else:
+            hi = mid
+    return lo
 
 
 def simple_render(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> str:
@@ -101,6 +126,7 @@ class TransformersBackend(Backend):
         reuse_kv: bool = True,
         max_cached: int = 512,
         num_threads: int | None = None,
+        share_prefix: bool = True,
     ) -> None:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -132,9 +158,12 @@ class TransformersBackend(Backend):
             not layer_types or any("sliding" in str(t) for t in layer_types)
         )
         self.reuse_kv = bool(reuse_kv) and not self._sliding
+        self.share_prefix = bool(share_prefix) and self.reuse_kv
         self.eos_ids = self._eos_ids()
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else min(self.eos_ids)
         self._cache: OrderedDict[str, _Cached] = OrderedDict()
+        #: the last few released conversations, kept only to lend their prefix to new ones
+        self._released: OrderedDict[str, _Cached] = OrderedDict()
         self._text_config = cfg
         self._kv_buffers: BatchKV | None = None
         self._lock = threading.Lock()
@@ -184,7 +213,11 @@ class TransformersBackend(Backend):
 
     def release(self, cache_key: str) -> None:
         with self._lock:
-            self._cache.pop(cache_key, None)
+            entry = self._cache.pop(cache_key, None)
+            if entry is not None and self.share_prefix:
+                self._released[cache_key] = entry
+                while len(self._released) > RELEASED_DONORS:
+                    self._released.popitem(last=False)
 
     def cached_keys(self) -> list[str]:
         return list(self._cache)
@@ -192,6 +225,7 @@ class TransformersBackend(Backend):
     def close(self) -> None:
         with self._lock:
             self._cache.clear()
+            self._released.clear()
             self._kv_buffers = None  # the batch buffer kept between batches
 
     def describe(self) -> dict[str, Any]:
@@ -205,6 +239,7 @@ class TransformersBackend(Backend):
             "temperature": self.temperature if self.do_sample else 0.0,
             "top_p": self.top_p,
             "reuse_kv": self.reuse_kv,
+            "share_prefix": self.share_prefix,
             "max_batch": self.max_batch,
         }
 
@@ -226,18 +261,34 @@ class TransformersBackend(Backend):
         )
         return result.logits[:, -1, :].float()
 
-    def _reusable(self, req: ModelRequest, prompt: list[int]) -> tuple[int, list[tuple[Any, Any]] | None]:
-        """(tokens of ``prompt`` already in the conversation's cache, their per-layer kv)."""
-        cached = self._cache.get(req.cache_key) if (self.reuse_kv and req.cache_key) else None
-        if cached is None:
+    def _reusable(self, req: ModelRequest, prompt: list[int], batch_rows=()) -> tuple[int, list[tuple[Any, Any]] | None]:
+        """(tokens of ``prompt`` whose keys/values exist already, those keys/values per layer).
+
+        The conversation's own cache first; without one (or with a shorter match), with
+        ``share_prefix``, the longest prefix that a donor shares: ``batch_rows`` (``(tokens, kv)``
+        of rows prefilled earlier in this batch), the most recent live conversations, the last
+        released ones. At least one token is always left to run: its logits are needed.
+        """
+        limit = len(prompt) - 1
+        best, best_kv = 0, None
+        own = self._cache.get(req.cache_key) if (self.reuse_kv and req.cache_key) else None
+        candidates: list[tuple[list[int], list[tuple[Any, Any]]]] = []
+        if own is not None:
+            candidates.append((own.tokens, own.kv))
+        if self.share_prefix:
+            candidates.extend(batch_rows)
+            recent = [e for k, e in reversed(self._cache.items()) if k != req.cache_key][:LIVE_DONORS]
+            candidates.extend((e.tokens, e.kv) for e in recent)
+            candidates.extend((e.tokens, e.kv) for e in reversed(self._released.values()))
+        for tokens, kv in candidates:
+            n = _common_prefix(tokens, prompt, limit)
+            if n > best:
+                best, best_kv = n, kv
+            if own is not None and best == limit:
+                break
+        if best == 0:
             return 0, None
-        n = 0
-        limit = min(len(cached.tokens), len(prompt) - 1)  # always run >= 1 token: we need its logits
-        while n < limit and cached.tokens[n] == prompt[n]:
-            n += 1
-        if n == 0:
-            return 0, None
-        return n, [(k[:, :, :n, :], v[:, :, :n, :]) for k, v in cached.kv]
+        return best, [(k[:, :, :best, :], v[:, :, :best, :]) for k, v in best_kv]
 
     def _choose(self, logits, generator):
         torch = self.torch
@@ -300,14 +351,17 @@ class TransformersBackend(Backend):
                 kvs[i] = kv.row_kv(row, pads[row], end)
 
         next_tok = [0] * n
+        done_rows: list[tuple[list[int], list[tuple[Any, Any]]]] = []
         for i, (r, p) in enumerate(zip(reqs, prompts)):
-            reuse, prefix = self._reusable(r, p)
+            reuse, prefix = self._reusable(r, p, done_rows)
             kv.place_row(i, pads[i], prefix)
             ids = torch.tensor([p[reuse:]], dtype=torch.long, device=dev)
             pos = torch.arange(reuse, len(p), device=dev).unsqueeze(0)
             mask = torch.ones((1, len(p)), dtype=torch.long, device=dev)
             logits = self._forward(ids, pos, mask, kv.row_cache(self.model.config, i, pads[i], pads[i] + reuse))
             prefill[i] = len(p) - reuse
+            if self.share_prefix:
+                done_rows.append((p, kv.row_view(i, pads[i], pads[i] + len(p))))
             next_tok[i] = self._choose(logits[0], gens[i])
             outputs[i].append(next_tok[i])
         kv.n = width

@@ -115,8 +115,16 @@ def episode_key(task_id: str, trial: int) -> str:
 
 
 def canonical_without_timing(record: dict[str, Any]) -> str:
-    """The record as canonical JSON, minus wall-clock timing: equal seeds give equal strings."""
+    """The record as canonical JSON, minus what measures cost: equal seeds give equal strings.
+
+    Dropped: wall-clock ``timing``, and ``usage.prefill_tokens``, the prompt tokens the backend
+    actually ran; it depends on what the backend had cached (a conversation's own earlier
+    turns, a system prompt lent by another episode), i.e. on scheduling, not on the episode.
+    """
     stripped = {k: v for k, v in record.items() if k != "timing"}
+    usage = stripped.get("usage")
+    if isinstance(usage, dict) and "prefill_tokens" in usage:
+        stripped["usage"] = {k: v for k, v in usage.items() if k != "prefill_tokens"}
     return json.dumps(stripped, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
 
 
