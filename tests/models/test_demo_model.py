@@ -254,3 +254,45 @@ def test_time_cap_stops_training(tmp_path, convs):
     assert m.time_capped is True and 0 < m.steps < 100_000
     assert m.seconds < 30
     assert (tmp_path / "capped" / "model.safetensors").is_file()
+
+
+def test_ids_are_digit_tokens_whatever_the_training_text(convs):
+    """An id the tokenizer saw often must not become a token of its own: copying is per digit."""
+    texts = [render_conversation(c["messages"], c["tools"]) for c in convs] * 20  # ids recur 20x
+    tok = train_tokenizer(texts, vocab_size=800)
+    toks = _tokens(tok, '{"order_id": "#W2013", "item": "4000101"}')
+    assert [t for t in toks if any(ch.isdigit() for ch in t)] == list("2013") + list("4000101")
+    merged = train_tokenizer(texts, vocab_size=800, individual_digits=False)
+    assert "4000101" in _tokens(merged, "4000101") or len(_tokens(merged, "4000101")) < 7
+
+
+def test_labelled_loss_equals_the_model_loss(tokenizer, convs):
+    """The LM head on labelled positions only gives the same loss and the same gradients."""
+    from flatscore.models.demo.sizes import llama_config
+    from flatscore.models.demo.train import _collate, labelled_loss
+    from transformers import LlamaForCausalLM
+
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(llama_config("tiny", tokenizer)).train()
+    batch = _collate([encode_for_training(tokenizer, c, 4096)[0] for c in convs[:3]], tokenizer.pad_token_id)
+    ref = model(input_ids=batch["input_ids"], labels=batch["labels"]).loss
+    ours = labelled_loss(model, batch["input_ids"], batch["labels"])
+    assert torch.allclose(ref, ours, atol=1e-6), (ref, ours)
+    g_ref = torch.autograd.grad(ref, list(model.parameters()))
+    g_ours = torch.autograd.grad(ours, list(model.parameters()))
+    assert all(torch.allclose(a, b, atol=1e-6) for a, b in zip(g_ref, g_ours))
+
+
+def test_batch_encoding_equals_one_at_a_time(tokenizer, convs):
+    from flatscore.models.demo.train import encode_all
+
+    one = [p for c in convs for p in encode_for_training(tokenizer, c, 60)]
+    assert encode_all(tokenizer, convs, 60) == one and len(one) > len(convs)
+
+
+def test_time_cap_schedule_uses_the_steps_that_fit(tmp_path, convs):
+    """The lr schedule's length is projected from the measured step time, not fixed by a slow start."""
+    m = train_demo_model(convs[:4], tmp_path / "proj", size="tiny", steps=100_000, max_seconds=6)
+    assert m.time_capped and m.warmup_steps <= 20
+    # training ran until (close to) the cap, not stopped early by a pessimistic first estimate
+    assert m.seconds > 4.5, m.seconds

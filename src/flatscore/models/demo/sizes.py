@@ -35,7 +35,9 @@ SIZES: dict[str, dict[str, Any]] = {
         "steps": 1500,   # planned; the time cap below usually ends training first
         "bf16": "auto",
         "lr": 3e-3,
-        "batch_size": 4,
+        # 2, not 4: under the time cap, twice the updates of half the size learnt more (measured
+        # on a 2-core AVX2 CPU without bf16: 479 steps of 2, loss 0.68, vs 227 steps of 4, 0.83)
+        "batch_size": 2,
         # safety cap so a default build stays within 10 minutes on 2 busy cores
         "max_seconds": 570,
     },

@@ -85,7 +85,11 @@ def _strip_markers(text: str) -> str:
 
 
 def train_tokenizer(
-    texts: Iterable[str], vocab_size: int = 6000, min_frequency: int = 2, isolate_spaces: bool = True
+    texts: Iterable[str],
+    vocab_size: int = 6000,
+    min_frequency: int = 2,
+    isolate_spaces: bool = True,
+    individual_digits: bool = True,
 ) -> PreTrainedTokenizerFast:
     """Train a byte-level BPE on `texts` and wrap it with the chat template.
 
@@ -94,13 +98,21 @@ def train_tokenizer(
     the token " mia" but in the tool call's JSON ``"email": "mia.f@x.com"`` with "mia"; copying
     from the user's message into a call (most of what the demo agent must do) then needs a learned
     mapping between two tokens instead of a plain copy. It costs ~16% more tokens on the demos.
+
+    `individual_digits`: every digit is a token of its own. Left to BPE, the ids that recur in
+    the demonstrations (order "#W3277283", tracking "266763904980") each became one token of
+    their own, whose output embedding is trained only by the few conversations that name it:
+    the model then wrote ids it had memorised instead of the one in front of it. With ten digit
+    tokens, copying an id is the same operation for every id. It costs ~13% more tokens.
     """
     tok = Tokenizer(models.BPE())
     byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
-    tok.pre_tokenizer = (
-        pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(" "), behavior="isolated"), byte_level])
-        if isolate_spaces else byte_level
-    )
+    steps = []
+    if isolate_spaces:
+        steps.append(pre_tokenizers.Split(Regex(" "), behavior="isolated"))
+    if individual_digits:
+        steps.append(pre_tokenizers.Digits(individual_digits=True))
+    tok.pre_tokenizer = pre_tokenizers.Sequence([*steps, byte_level]) if steps else byte_level
     tok.decoder = decoders.ByteLevel()
     tok.post_processor = processors.ByteLevel(trim_offsets=False)
     trainer = trainers.BpeTrainer(
