@@ -12,6 +12,11 @@ from pathlib import Path
 from typing import Any, Callable
 
 
+#: seeds of the extra synthetic databases behind ``flatscore demos --augment-dbs``: far from the
+#: small seeds studies use for their eval data
+AUGMENT_SEED0 = 10_001
+
+
 def _demos(sub: Any) -> None:
     p = sub.add_parser("demos", help="expert demonstrations (agent-side conversations) for training the demo model")
     p.add_argument("--domain", action="append", required=True, help="domain=DATA_DIR, repeatable")
@@ -20,46 +25,65 @@ def _demos(sub: Any) -> None:
     p.add_argument("--expert", choices=["diagnosing", "oracle"], default="diagnosing",
                    help="diagnosing: telecom fixes follow the checks that show the fault (learnable); "
                         "oracle: the ground-truth fixes straight away")
+    p.add_argument("--augment-dbs", type=int, default=0,
+                   help=f"also the --split conversations of N extra synthetic databases per domain (seeds "
+                        f"{AUGMENT_SEED0}...), as many tasks as the given data has: with fresh ids in every "
+                        "conversation, the demo model must copy them from the context instead of memorising them")
     p.add_argument("--out", required=True, help="conversations .jsonl")
     p.set_defaults(func=cmd_demos)
 
 
-def cmd_demos(args: argparse.Namespace) -> int:
-    from .agents.llm import LLMAgent
-    from .agents.diagnosing_expert import DiagnosingExpertAgent
-    from .agents.expert import ExpertAgent
+def _expert_conversations(domain: Any, split: str, expert_cls: Any, prompter: Any) -> list[dict[str, Any]]:
+    """The successful expert episodes of ``domain``'s ``split``, as agent-side conversations."""
     from .agents.users import ScriptedUser
-    from .domains import load_domain
     from .engine.episode import Episode, EpisodeSettings
     from .engine.runner import drive
     from .engine.scoring import Evaluator
 
-    rows: list[dict[str, Any]] = []
+    evaluator = Evaluator(domain)
+    episodes = [
+        Episode(domain, task, expert_cls(), ScriptedUser(), EpisodeSettings(), seed=0, trial=0, evaluator=evaluator)
+        for task in domain.tasks(split)
+    ]
+    finished: list[Any] = []
+    drive(episodes, None, finished.append)
+    rows = []
+    for episode, record in zip(episodes, finished):
+        if record.reward != 1.0:
+            continue  # only successful demonstrations teach the model
+        system = prompter.system_message(domain.name, episode.env.policy, episode._agent_tools, episode._user_tools)
+        tools = [spec.openai_schema() for spec in episode._agent_tools.values()]
+        rows.append({"domain": domain.name, "task_id": record.task_id,
+                     "messages": [{"role": "system", "content": system}, *episode.agent_history], "tools": tools})
+    return rows
+
+
+def cmd_demos(args: argparse.Namespace) -> int:
+    import tempfile
+
+    from .agents.diagnosing_expert import DiagnosingExpertAgent
+    from .agents.expert import ExpertAgent
+    from .agents.llm import LLMAgent
+    from .domains import domain_class, load_domain
+
+    if args.augment_dbs < 0:
+        raise ValueError(f"--augment-dbs: expected a count >= 0, got {args.augment_dbs}")
     prompter = LLMAgent(compact=args.prompt == "compact")
     expert = DiagnosingExpertAgent if args.expert == "diagnosing" else ExpertAgent
+    rows: list[dict[str, Any]] = []
     for spec in args.domain:
         name, _, data = spec.partition("=")
         if not data:
             raise ValueError(f"--domain: expected DOMAIN=DATA_DIR, got '{spec}'")
         domain = load_domain(name, data)
-        evaluator = Evaluator(domain)
-        episodes = [
-            Episode(domain, task, expert(), ScriptedUser(), EpisodeSettings(), seed=0, trial=0, evaluator=evaluator)
-            for task in domain.tasks(args.split)
-        ]
-        finished: list[Episode] = []
-
-        def keep(record: Any, finished: list = finished) -> None:
-            finished.append(record)
-
-        drive(episodes, None, keep)
-        for episode, record in zip(episodes, finished):
-            if record.reward != 1.0:
-                continue  # only successful demonstrations teach the model
-            system = prompter.system_message(domain.name, episode.env.policy, episode._agent_tools, episode._user_tools)
-            tools = [spec.openai_schema() for spec in episode._agent_tools.values()]
-            rows.append({"domain": name, "task_id": record.task_id,
-                         "messages": [{"role": "system", "content": system}, *episode.agent_history], "tools": tools})
+        rows += _expert_conversations(domain, args.split, expert, prompter)
+        n_tasks = len(domain.tasks())
+        with tempfile.TemporaryDirectory(prefix="flatscore-augment-") as tmp:
+            for i in range(args.augment_dbs):
+                seed = AUGMENT_SEED0 + i
+                path = domain_class(name).generate(Path(tmp) / f"{name}-{seed}", seed=seed, n_tasks=n_tasks)
+                extra = _expert_conversations(load_domain(name, path), args.split, expert, prompter)
+                rows += [{**row, "source": f"synthetic seed {seed}"} for row in extra]
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))

@@ -27,6 +27,7 @@ rule expert_demos:
     params:
         domains=lambda wc: " ".join(f"--domain {d}={domain_data(d)}" for d in config["domains"]),
         prompt=lambda wc: model_spec(wc.model).get("prompt", "compact"),
+        augment=lambda wc: model_spec(wc.model).get("augment_dbs", 3),
     conda:
         CONDA_ENV
     container:
@@ -34,7 +35,8 @@ rule expert_demos:
     log:
         f"{LOGS}/expert_demos/{{model}}.log",
     shell:
-        "flatscore demos {params.domains} --split train --prompt {params.prompt} --out {output.demos} > {log} 2>&1"
+        "flatscore demos {params.domains} --split train --prompt {params.prompt} --augment-dbs {params.augment} "
+        "--out {output.demos} > {log} 2>&1"
 
 
 rule train_demo:
