@@ -7,7 +7,6 @@ less. Each prints a final line ``RESULT <name> ratio=<x> goal=<goal> <PASS|MISS>
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
@@ -111,16 +110,11 @@ def run_llm_episodes(backend: Any, dom, tasks, *, in_flight: int, max_new_tokens
     return records, wall
 
 
-def canonical(records: list[dict], drop_prefill: bool = False) -> list[str]:
+def canonical(records: list[dict]) -> list[str]:
+    """Records as canonical strings without timing or ``prefill_tokens`` (what caching may change)."""
     from flatscore.engine.records import canonical_without_timing
 
-    out = []
-    for r in records:
-        r = json.loads(json.dumps(r))
-        if drop_prefill:
-            r["usage"].pop("prefill_tokens", None)
-        out.append(canonical_without_timing(r))
-    return out
+    return [canonical_without_timing(r) for r in records]
 
 
 def result(name: str, ratio: float, goal: str, ok: bool, **extra: Any) -> None:

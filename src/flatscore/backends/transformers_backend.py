@@ -52,6 +52,7 @@ import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -277,15 +278,15 @@ class TransformersBackend(Backend):
             candidates.append((own.tokens, own.kv))
         if self.share_prefix:
             candidates.extend(batch_rows)
-            recent = [e for k, e in reversed(self._cache.items()) if k != req.cache_key][:LIVE_DONORS]
-            candidates.extend((e.tokens, e.kv) for e in recent)
+            live = ((e.tokens, e.kv) for k, e in reversed(self._cache.items()) if k != req.cache_key)
+            candidates.extend(islice(live, LIVE_DONORS))  # not the whole cache (up to 512) per request
             candidates.extend((e.tokens, e.kv) for e in reversed(self._released.values()))
         for tokens, kv in candidates:
             n = _common_prefix(tokens, prompt, limit)
             if n > best:
                 best, best_kv = n, kv
-            if own is not None and best == limit:
-                break
+            if best == limit:
+                break  # nothing can share more
         if best == 0:
             return 0, None
         return best, [(k[:, :, :best, :], v[:, :, :best, :]) for k, v in best_kv]
