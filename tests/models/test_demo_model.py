@@ -120,10 +120,10 @@ def test_a_word_is_the_same_token_in_prose_and_in_a_call(convs):
 def test_template_renders_tools_and_hermes_calls(tokenizer, convs):
     c = convs[0]
     text = tokenizer.apply_chat_template(c["messages"], tools=c["tools"], tokenize=False)
-    # compact tool list: one line per tool, argument names/types, no JSON schema
-    assert "- get_user_details(user_id: string)" in text
-    assert "- return_delivered_order_items(order_id: string, item_ids: array, payment_method_id?: string)" in text
-    assert "- transfer_to_human_agents(summary: string)" in text
+    # compact tool list: one line per tool, argument names, types only where not string, no JSON schema
+    assert "- get_user_details(user_id)" in text
+    assert "- return_delivered_order_items(order_id, item_ids: array, payment_method_id?)" in text
+    assert "- transfer_to_human_agents(summary)" in text
     assert '"properties"' not in text and "Get a user's profile" not in text
     # ChatML structure
     assert text.startswith("<|im_start|>system\n")
@@ -256,14 +256,23 @@ def test_time_cap_stops_training(tmp_path, convs):
     assert (tmp_path / "capped" / "model.safetensors").is_file()
 
 
-def test_ids_are_digit_tokens_whatever_the_training_text(convs):
-    """An id the tokenizer saw often must not become a token of its own: copying is per digit."""
+def test_ids_are_cut_into_fixed_digit_groups_whatever_the_training_text(convs):
+    """An id the tokenizer saw often must not become a token of its own: it is cut left to right
+    into 3-digit pieces, the same cut wherever the id stands, so copying is per piece."""
     texts = [render_conversation(c["messages"], c["tools"]) for c in convs] * 20  # ids recur 20x
     tok = train_tokenizer(texts, vocab_size=800)
     toks = _tokens(tok, '{"order_id": "#W2013", "item": "4000101"}')
-    assert [t for t in toks if any(ch.isdigit() for ch in t)] == list("2013") + list("4000101")
-    merged = train_tokenizer(texts, vocab_size=800, individual_digits=False)
-    assert "4000101" in _tokens(merged, "4000101") or len(_tokens(merged, "4000101")) < 7
+    digit_pieces = [t for t in toks if any(ch.isdigit() for ch in t)]
+    assert "".join(digit_pieces) == "2013" + "4000101"
+    assert all(len(t) <= 3 for t in digit_pieces)
+    # Fixed cut: the same id tokenises the same way in the user's text and in a call's JSON.
+    assert [t for t in _tokens(tok, "my order #W2013 please") if t.isdigit()][0] == digit_pieces[0]
+    single = train_tokenizer(texts, vocab_size=800, digits_per_token=1)
+    assert [t for t in _tokens(single, "#W2013 4000101") if t.isdigit()] == list("2013") + list("4000101")
+    merged = train_tokenizer(texts, vocab_size=800, digits_per_token=None)
+    assert "4000101" in _tokens(merged, "4000101") or len(_tokens(merged, "4000101")) < 3
+    with pytest.raises(ValueError, match="digits_per_token"):
+        train_tokenizer(texts[:2], vocab_size=800, digits_per_token=0)
 
 
 def test_labelled_loss_equals_the_model_loss(tokenizer, convs):
@@ -296,3 +305,37 @@ def test_time_cap_schedule_uses_the_steps_that_fit(tmp_path, convs):
     assert m.time_capped and m.warmup_steps <= 20
     # training ran until (close to) the cap, not stopped early by a pessimistic first estimate
     assert m.seconds > 4.5, m.seconds
+
+
+def test_copy_drills_label_only_the_copying_turn(tokenizer, convs):
+    """A drill is the few messages before a value-copying turn; only that turn carries labels."""
+    from flatscore.models.demo.drills import copies_values, copy_drills
+    from flatscore.models.demo.train import IGNORE, encode_rendered
+
+    drills = copy_drills(convs, context_messages=2)
+    turns = [m for c in convs for m in c["messages"][1:] if copies_values(m)]
+    assert len(drills) == len(turns) > 0
+    for (text, spans), turn in zip(drills, turns):
+        assert not text.startswith("<|im_start|>system")  # no tool list: the drill is short
+        assert len(spans) == 1 and text[spans[0][0]:spans[0][1]].endswith("<|im_end|>")
+        if turn.get("tool_calls"):
+            assert turn["tool_calls"][0]["function"]["name"] in text[spans[0][0]:spans[0][1]]
+        assert text.count("<|im_start|>") <= 3  # two messages of context and the turn
+    (ids, labels), = encode_rendered(tokenizer, drills[:1], 4096)
+    labelled = tokenizer.decode([t for t in labels if t != IGNORE])
+    assert labelled == drills[0][0][slice(*drills[0][1][0])]
+    with pytest.raises(ValueError, match="context_messages"):
+        copy_drills(convs, context_messages=0)
+
+
+def test_token_budget_batches_fill_the_budget_and_cover_the_epoch():
+    import random
+
+    from flatscore.models.demo.train import bucketed_batches
+
+    lengths = [100] * 40 + [1000] * 8
+    batches = bucketed_batches(lengths, 2, random.Random(0), max_tokens=2000)
+    assert sorted(i for b in batches for i in b) == list(range(48))  # every example once
+    assert all(len(b) * max(lengths[i] for i in b) <= 2000 for b in batches)
+    assert max(len(b) for b in batches) == 20  # short ones go many to a batch
+    assert bucketed_batches([5000], 1, random.Random(0), max_tokens=2000) == [[0]]  # never empty

@@ -89,7 +89,7 @@ def train_tokenizer(
     vocab_size: int = 6000,
     min_frequency: int = 2,
     isolate_spaces: bool = True,
-    individual_digits: bool = True,
+    digits_per_token: int | None = 3,
 ) -> PreTrainedTokenizerFast:
     """Train a byte-level BPE on `texts` and wrap it with the chat template.
 
@@ -99,19 +99,31 @@ def train_tokenizer(
     from the user's message into a call (most of what the demo agent must do) then needs a learned
     mapping between two tokens instead of a plain copy. It costs ~16% more tokens on the demos.
 
-    `individual_digits`: every digit is a token of its own. Left to BPE, the ids that recur in
-    the demonstrations (order "#W3277283", tracking "266763904980") each became one token of
-    their own, whose output embedding is trained only by the few conversations that name it:
-    the model then wrote ids it had memorised instead of the one in front of it. With ten digit
-    tokens, copying an id is the same operation for every id. It costs ~13% more tokens.
+    `digits_per_token`: a run of digits is cut, left to right, into pieces of this many digits
+    before BPE sees it (None: leave digits to BPE). Left to BPE, the ids that recur in the
+    demonstrations (order "#W3277283", tracking "266763904980") each became one token of their
+    own, whose output embedding is trained only by the few conversations that name it: the model
+    then wrote ids it had memorised instead of the one in front of it. With a fixed cut, copying
+    an id is the same operation for every id. One digit per token makes copying a 12-digit id
+    twelve steps of "find where I am in the source, emit the next digit", and with repeated
+    digits ("555-400-1655") the previous digit alone does not say where that is; the model
+    learnt the first digits and then slipped. Three digits per token give ids of a third the
+    length whose pieces are each one of 1,000 tokens (every one seen in many ids), so the
+    previous piece nearly always names the place in the source; it also cuts 8% of the tokens
+    (measured on the 3,360 default demonstrations: 1,909 -> 1,748 per dialogue). It did not, by
+    itself, teach the default model to copy ids (see the README).
     """
     tok = Tokenizer(models.BPE())
     byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
     steps = []
     if isolate_spaces:
         steps.append(pre_tokenizers.Split(Regex(" "), behavior="isolated"))
-    if individual_digits:
+    if digits_per_token == 1:
         steps.append(pre_tokenizers.Digits(individual_digits=True))
+    elif digits_per_token is not None:
+        if digits_per_token < 1:
+            raise ValueError(f"digits_per_token must be None or >= 1, got {digits_per_token!r}")
+        steps.append(pre_tokenizers.Split(Regex(rf"\d{{1,{digits_per_token}}}"), behavior="isolated"))
     tok.pre_tokenizer = pre_tokenizers.Sequence([*steps, byte_level]) if steps else byte_level
     tok.decoder = decoders.ByteLevel()
     tok.post_processor = processors.ByteLevel(trim_offsets=False)
