@@ -16,6 +16,7 @@ from transformers import LlamaForCausalLM
 
 from ..manifest import Manifest, sha256_json, weights_sha256
 from .build import save_demo_dir, versions
+from .drills import copy_drills
 from .sizes import get_size, llama_config
 from .tokenizer import render_conversation, train_tokenizer
 
@@ -42,6 +43,12 @@ def encode_all(tokenizer, conversations: list[dict[str, Any]], max_len: int,
     """
     if rendered is None:
         rendered = [render_conversation(c["messages"], c.get("tools"), with_spans=True) for c in conversations]
+    return encode_rendered(tokenizer, rendered, max_len)
+
+
+def encode_rendered(tokenizer, rendered: list[tuple[str, list[tuple[int, int]]]],
+                    max_len: int) -> list[tuple[list[int], list[int]]]:
+    """(input_ids, labels) pieces of already rendered (text, labelled spans) pairs."""
     encs = tokenizer([text for text, _ in rendered], add_special_tokens=False, return_offsets_mapping=True)
     pieces: list[tuple[list[int], list[int]]] = []
     for ids, offsets, (_, spans) in zip(encs["input_ids"], encs["offset_mapping"], rendered):
@@ -91,21 +98,34 @@ def system_prefix_len(tokenizer, ids: list[int]) -> int:
     return n
 
 
-def bucketed_batches(lengths: list[int], batch_size: int, rng: random.Random, window: int = 16) -> list[list[int]]:
+def bucketed_batches(lengths: list[int], batch_size: int, rng: random.Random, window: int = 16,
+                     max_tokens: int | None = None) -> list[list[int]]:
     """One epoch of batches: shuffled, then sorted by length within windows of `window` batches.
 
     Conversations differ in length by 2x or more; batches of neighbours in length waste far
     less compute on padding than random ones, while the windows keep the order random.
+    With ``max_tokens``, a batch holds as many neighbours as fit ``max_tokens`` padded tokens
+    (at least one), so short copy drills go many to a step and full demonstrations few.
     """
     perm = list(range(len(lengths)))
     rng.shuffle(perm)
     while len(perm) < batch_size:
         perm += perm[: batch_size - len(perm)]
     batches: list[list[int]] = []
-    span = batch_size * window
+    span = batch_size * window if max_tokens is None else max(batch_size * window, 256)
     for start in range(0, len(perm), span):
         chunk = sorted(perm[start : start + span], key=lambda i: lengths[i])
-        batches += [chunk[j : j + batch_size] for j in range(0, len(chunk), batch_size)]
+        if max_tokens is None:
+            batches += [chunk[j : j + batch_size] for j in range(0, len(chunk), batch_size)]
+            continue
+        current: list[int] = []
+        for i in chunk:  # ascending length: the newest member is the longest
+            if current and (len(current) + 1) * lengths[i] > max_tokens:
+                batches.append(current)
+                current = []
+            current.append(i)
+        if current:
+            batches.append(current)
     rng.shuffle(batches)
     return batches
 
@@ -211,6 +231,12 @@ def _train(conversations, out_dir, size, spec, seed, steps, lr, batch_size, max_
     rendered = [render_conversation(c["messages"], c.get("tools"), with_spans=True) for c in conversations]
     tokenizer = train_tokenizer([text for text, _ in rendered], vocab_size=spec["vocab_size"])
     examples = encode_all(tokenizer, conversations, max_len, rendered)
+    n_demo_examples = len(examples)
+    drill_context = int(spec.get("copy_drills") or 0)
+    if drill_context:
+        drills = copy_drills(conversations, drill_context)
+        examples += encode_rendered(tokenizer, drills, max_len)
+    max_batch_tokens = spec.get("max_batch_tokens")
     n_tokens = sum(len(x) for x, _ in examples)
     n_label = sum(sum(1 for t in y if t != IGNORE) for _, y in examples)
     if n_label == 0:
@@ -249,7 +275,7 @@ def _train(conversations, out_dir, size, spec, seed, steps, lr, batch_size, max_
                 per_step = (now - t_measure) / (step - 3)
                 total = min(steps, step + max(1, int((max_seconds - (now - t0)) / per_step)))
         if not order:
-            order = bucketed_batches([len(x) for x, _ in examples], batch_size, rng)
+            order = bucketed_batches([len(x) for x, _ in examples], batch_size, rng, max_tokens=max_batch_tokens)
         idx = order.pop()
         batch = _collate([examples[i] for i in idx], pad_id)
         for g in opt.param_groups:
@@ -285,6 +311,10 @@ def _train(conversations, out_dir, size, spec, seed, steps, lr, batch_size, max_
         data_sha256=sha256_json(conversations),
         n_conversations=len(conversations),
         n_examples=len(examples),
+        n_demo_examples=n_demo_examples,
+        n_copy_drills=len(examples) - n_demo_examples,
+        copy_drill_context=drill_context,
+        max_batch_tokens=max_batch_tokens,
         n_tokens=n_tokens,
         n_label_tokens=n_label,
         vocab_size=len(tokenizer),
