@@ -35,14 +35,9 @@ def encode_for_training(tokenizer, conversation: dict[str, Any], max_len: int) -
     return encode_all(tokenizer, [conversation], max_len)
 
 
-def encode_all(tokenizer, conversations: list[dict[str, Any]], max_len: int,
-               rendered: list[tuple[str, list[tuple[int, int]]]] | None = None) -> list[tuple[list[int], list[int]]]:
-    """:func:`encode_for_training` of every conversation, tokenised in one batch call (Rust threads).
-
-    ``rendered``: the conversations' (text, assistant spans) when already rendered.
-    """
-    if rendered is None:
-        rendered = [render_conversation(c["messages"], c.get("tools"), with_spans=True) for c in conversations]
+def encode_all(tokenizer, conversations: list[dict[str, Any]], max_len: int) -> list[tuple[list[int], list[int]]]:
+    """:func:`encode_for_training` of every conversation, tokenised in one batch call (Rust threads)."""
+    rendered = [render_conversation(c["messages"], c.get("tools"), with_spans=True) for c in conversations]
     return encode_rendered(tokenizer, rendered, max_len)
 
 
@@ -230,7 +225,7 @@ def _train(conversations, out_dir, size, spec, seed, steps, lr, batch_size, max_
 
     rendered = [render_conversation(c["messages"], c.get("tools"), with_spans=True) for c in conversations]
     tokenizer = train_tokenizer([text for text, _ in rendered], vocab_size=spec["vocab_size"])
-    examples = encode_all(tokenizer, conversations, max_len, rendered)
+    examples = encode_rendered(tokenizer, rendered, max_len)
     n_demo_examples = len(examples)
     drill_context = int(spec.get("copy_drills") or 0)
     if drill_context:
