@@ -275,6 +275,20 @@ def test_ids_are_cut_into_fixed_digit_groups_whatever_the_training_text(convs):
         train_tokenizer(texts[:2], vocab_size=800, digits_per_token=0)
 
 
+def test_frequent_snake_case_names_are_whole_tokens(convs):
+    """Tool names and argument keys (snake_case) are one token each, so the model picks among
+    whole names instead of writing blends of their pieces; text still round-trips exactly."""
+    texts = [render_conversation(c["messages"], c["tools"]) for c in convs] * 5
+    tok = train_tokenizer(texts, vocab_size=800)
+    call = '<tool_call>{"name": "return_delivered_order_items", "arguments": {"order_id": "#W2013"}}</tool_call>'
+    assert "return_delivered_order_items" in _tokens(tok, call)
+    assert "order_id" in _tokens(tok, call)
+    assert all(tok.decode(tok(t, add_special_tokens=False).input_ids) == t for t in texts[:8])
+    cut = train_tokenizer(texts, vocab_size=800, whole_identifiers=False)
+    assert "return_delivered_order_items" not in _tokens(cut, call)
+    assert "_" in _tokens(cut, call)  # GPT-2's pre-tokenisation cuts at every underscore
+
+
 def test_labelled_loss_equals_the_model_loss(tokenizer, convs):
     """The LM head on labelled positions only gives the same loss and the same gradients."""
     from flatscore.models.demo.sizes import llama_config
@@ -307,25 +321,47 @@ def test_time_cap_schedule_uses_the_steps_that_fit(tmp_path, convs):
     assert m.seconds > 4.5, m.seconds
 
 
-def test_copy_drills_label_only_the_copying_turn(tokenizer, convs):
-    """A drill is the few messages before a value-copying turn; only that turn carries labels."""
-    from flatscore.models.demo.drills import copies_values, copy_drills
+def test_copy_drills_label_only_the_drilled_turn(tokenizer, convs):
+    """A drill is the opening request and the few messages before a value-copying or phone-action
+    turn; only that turn carries labels."""
+    from flatscore.models.demo.drills import asks_for_phone_action, copy_drills, is_drilled
     from flatscore.models.demo.train import IGNORE, encode_rendered
 
+    phone = {"tools": [], "messages": [
+        {"role": "system", "content": "You are a telecom agent."},
+        {"role": "assistant", "content": "Hi! How can I help you today?"},
+        {"role": "user", "content": "My phone shows no service. I am Ana Lee, 555-123-4567."},
+        {"role": "assistant", "content": "Please do this on your phone: check_network_status()"},
+        {"role": "user", "content": "I did that. check_network_status: SIM Card Status: missing"},
+        {"role": "assistant", "content": "Please do this on your phone: reseat_sim_card()"},
+        {"role": "user", "content": "I did that. reseat_sim_card: SIM card re-seated."},
+        {"role": "assistant", "content": "Your request has been handled."},
+    ]}
+    convs = [*convs, phone]
     drills = copy_drills(convs, context_messages=2)
-    turns = [m for c in convs for m in c["messages"][1:] if copies_values(m)]
+    turns = [(c, m) for c in convs for m in c["messages"][1:] if is_drilled(m)]
     assert len(drills) == len(turns) > 0
-    for (text, spans), turn in zip(drills, turns):
+    assert any(asks_for_phone_action(m) for _, m in turns)  # telecom fixes are drilled too
+    for (text, spans), (conv, turn) in zip(drills, turns):
         assert not text.startswith("<|im_start|>system")  # no tool list: the drill is short
         assert len(spans) == 1 and text[spans[0][0]:spans[0][1]].endswith("<|im_end|>")
         if turn.get("tool_calls"):
             assert turn["tool_calls"][0]["function"]["name"] in text[spans[0][0]:spans[0][1]]
-        assert text.count("<|im_start|>") <= 3  # two messages of context and the turn
+        else:
+            assert turn["content"] in text[spans[0][0]:spans[0][1]]
+        opening = next(m["content"] for m in conv["messages"] if m["role"] == "user")
+        assert opening in text  # what the user asked for decides the next check or fix
+        assert text.count("<|im_start|>") <= 4  # the request, two messages of context and the turn
     (ids, labels), = encode_rendered(tokenizer, drills[:1], 4096)
     labelled = tokenizer.decode([t for t in labels if t != IGNORE])
     assert labelled == drills[0][0][slice(*drills[0][1][0])]
     with pytest.raises(ValueError, match="context_messages"):
         copy_drills(convs, context_messages=0)
+    tripled = copy_drills(convs, context_messages=2, phone_repeats=3)
+    n_phone = sum(asks_for_phone_action(m) for _, m in turns)
+    assert len(tripled) == len(drills) + 2 * n_phone
+    with pytest.raises(ValueError, match="phone_repeats"):
+        copy_drills(convs, phone_repeats=0)
 
 
 def test_token_budget_batches_fill_the_budget_and_cover_the_epoch():

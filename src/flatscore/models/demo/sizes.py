@@ -43,6 +43,8 @@ SIZES: dict[str, dict[str, Any]] = {
         # copy drills (see drills.py): the 4 messages before each value-copying turn, that turn
         # labelled; batches then fill a token budget (2 x 2048) instead of a fixed count
         "copy_drills": 4,
+        # each phone-action drill 3 times (see drills.py)
+        "phone_drill_repeats": 3,
         "max_batch_tokens": 4096,
         # safety cap so a default build stays within 10 minutes on 2 busy cores
         "max_seconds": 570,
