@@ -62,6 +62,29 @@ def test_tool_mutation_stays_in_its_episode(domain: RetailDomain) -> None:
     assert a.state_hash() != before
 
 
+def test_digest_cache_holds_only_pristine_records(domain: RetailDomain) -> None:
+    """State digests cache per-record digests of shared records only: an episode's private
+    (changed) record is digested afresh and never leaks into another episode's digest."""
+    from flatscore.domains.environment import record_digests, to_plain, _sha256_of_plain
+
+    order_id = _pending_order(domain)
+    before = domain.fresh_environment().state_hash()
+    a = domain.fresh_environment()
+    a.invoke("assistant", "cancel_pending_order", {"order_id": order_id, "reason": "no longer needed"})
+    after = a.state_hash()  # digested while `a` holds its cancelled copy
+    assert after != before
+    assert domain.fresh_environment().state_hash() == before
+    pristine_order = domain.pristine_db().orders[order_id]
+    assert domain._pristine_digests["orders"][order_id] == _sha256_of_plain(to_plain(pristine_order))
+    assert record_digests(a.agent_toolkit.db.orders)[order_id] != domain._pristine_digests["orders"][order_id]
+    b = domain.fresh_environment()
+    b.invoke("assistant", "cancel_pending_order", {"order_id": order_id, "reason": "no longer needed"})
+    assert b.state_hash() == after  # the same change, the same digest
+    c = domain.fresh_environment()
+    _ = c.agent_toolkit.db.orders[order_id]  # claimed but unchanged: still the pristine state
+    assert c.state_hash() == before
+
+
 def test_every_task_replays_to_the_same_state_as_a_full_copy(domain: RetailDomain) -> None:
     """Gold replay (what scoring compares) gives the very digest the fully validated DB gave."""
     pristine_digest = state_digest(domain.pristine_db())

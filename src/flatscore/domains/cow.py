@@ -31,12 +31,16 @@ Copier = Callable[[Any, Any], Any]
 class CopyOnAccessDict(dict):
     """A dict whose pristine values are replaced by private copies the first time they are handed out."""
 
-    __slots__ = ("_owned", "_copier")
+    __slots__ = ("_owned", "_copier", "pristine_digests")
 
-    def __init__(self, pristine: Mapping[Any, Any], copier: Copier) -> None:
+    def __init__(self, pristine: Mapping[Any, Any], copier: Copier,
+                 pristine_digests: dict[Any, str] | None = None) -> None:
         super().__init__(pristine)  # shallow: the values are the shared pristine records
         self._owned: set[Any] = set()
         self._copier = copier
+        #: state digests of the pristine records by key, shared by every dict over the same
+        #: pristine records (see :func:`flatscore.domains.environment.record_digests`)
+        self.pristine_digests: dict[Any, str] = pristine_digests if pristine_digests is not None else {}
 
     # -- claiming ------------------------------------------------------------------------
     def _claim(self, key: Any) -> Any:

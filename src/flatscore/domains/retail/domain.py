@@ -54,6 +54,8 @@ class RetailDomain(Domain):
             raise DomainDataError(f"retail: no db.json in {self.data_dir}")
         self._plain_db = _pristine_db(db_path)
         self._pristine: RetailDB | None = None
+        #: digests of the pristine records, by collection: shared by every fresh DB's collections
+        self._pristine_digests: dict[str, dict[str, str]] = {"products": {}, "users": {}, "orders": {}}
         policy_path = next((self.data_dir / n for n in POLICY_FILES if (self.data_dir / n).is_file()), None)
         if policy_path is None:
             raise DomainDataError(f"retail: no policy.md in {self.data_dir}")
@@ -86,9 +88,9 @@ class RetailDomain(Domain):
             return lambda key, _value: model.model_validate(records[key])
 
         return RetailDB.model_construct(
-            products=CopyOnAccessDict(pristine.products, copier("products", Product)),
-            users=CopyOnAccessDict(pristine.users, copier("users", User)),
-            orders=CopyOnAccessDict(pristine.orders, copier("orders", Order)),
+            products=CopyOnAccessDict(pristine.products, copier("products", Product), self._pristine_digests["products"]),
+            users=CopyOnAccessDict(pristine.users, copier("users", User), self._pristine_digests["users"]),
+            orders=CopyOnAccessDict(pristine.orders, copier("orders", Order), self._pristine_digests["orders"]),
         )
 
     def fresh_environment(self) -> Environment:
