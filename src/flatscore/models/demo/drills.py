@@ -2,9 +2,10 @@
 choosing what the user should do on their phone.
 
 Why: the demo model's failing skills are copying ids (emails, order and line ids, phone numbers)
-from the conversation into its calls, and choosing the phone fix that the last check shows. In a full demonstration (~1,750 tokens) the tokens that
-need a copy are a few dozen, and within a 10-minute CPU budget the model saw each
-demonstration about a third of a time: it learnt the call formats but not to copy. A drill is
+from the conversation into its calls, and choosing the phone fix that the last check shows. In
+a full demonstration (~1,750 tokens) the tokens that decide these are a few dozen, and within a
+10-minute CPU budget the model saw each demonstration about a third of a time: it learnt the
+call formats but not to copy. A drill is
 the last few messages before one such turn, without the system prompt, with only that turn
 labelled: ~100-400 tokens each, so a step trains on ten or more copies instead of two
 demonstrations' worth. A drill also keeps the user's opening request: which check or fix comes

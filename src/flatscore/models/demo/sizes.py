@@ -40,10 +40,10 @@ SIZES: dict[str, dict[str, Any]] = {
         # 2, not 4: under the time cap, twice the updates of half the size learnt more (measured
         # on a 2-core AVX2 CPU without bf16: 479 steps of 2, loss 0.68, vs 227 steps of 4, 0.83)
         "batch_size": 2,
-        # copy drills (see drills.py): the 4 messages before each value-copying turn, that turn
-        # labelled; batches then fill a token budget (2 x 2048) instead of a fixed count
+        # drills (see drills.py): the user's opening request and the 4 messages before each turn
+        # that copies a value or asks for a phone action, that turn labelled; each phone-action
+        # drill 3 times; batches then fill a token budget (2 x 2048) instead of a fixed count
         "copy_drills": 4,
-        # each phone-action drill 3 times (see drills.py)
         "phone_drill_repeats": 3,
         "max_batch_tokens": 4096,
         # safety cap so a default build stays within 10 minutes on 2 busy cores

@@ -228,8 +228,9 @@ def _train(conversations, out_dir, size, spec, seed, steps, lr, batch_size, max_
     examples = encode_rendered(tokenizer, rendered, max_len)
     n_demo_examples = len(examples)
     drill_context = int(spec.get("copy_drills") or 0)
+    phone_repeats = int(spec.get("phone_drill_repeats") or 1)
     if drill_context:
-        drills = copy_drills(conversations, drill_context, int(spec.get("phone_drill_repeats") or 1))
+        drills = copy_drills(conversations, drill_context, phone_repeats)
         examples += encode_rendered(tokenizer, drills, max_len)
     max_batch_tokens = spec.get("max_batch_tokens")
     n_tokens = sum(len(x) for x, _ in examples)
@@ -309,7 +310,7 @@ def _train(conversations, out_dir, size, spec, seed, steps, lr, batch_size, max_
         n_demo_examples=n_demo_examples,
         n_copy_drills=len(examples) - n_demo_examples,
         copy_drill_context=drill_context,
-        phone_drill_repeats=int(spec.get("phone_drill_repeats") or 1) if drill_context else None,
+        phone_drill_repeats=phone_repeats if drill_context else None,
         max_batch_tokens=max_batch_tokens,
         n_tokens=n_tokens,
         n_label_tokens=n_label,
