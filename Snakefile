@@ -1,7 +1,7 @@
 """flatscore: what 4-bit quantization does to multi-turn LLM agents, as a Snakemake study.
 
-    snakemake --cores all                         # the embedded default (config/config.yaml)
-    snakemake --cores all --configfile config/paper.yaml --profile profiles/slurm
+snakemake --cores all                         # the embedded default (config/config.yaml)
+snakemake --cores all --configfile config/paper.yaml --profile profiles/slurm
 """
 
 from snakemake.utils import min_version
@@ -21,8 +21,8 @@ include: "workflow/rules/report.smk"
 
 
 rule all:
+    default_target: True
     input:
         summary=f"{RESULTS}/aggregate/summary.md",
         report=f"{RESULTS}/report/index.md",
         tracking=f"{RESULTS}/tracking/sync.json",
-    default_target: True

@@ -86,8 +86,18 @@ class TimedBackend:
         return self.inner.describe()
 
 
-def run_llm_episodes(backend: Any, dom, tasks, *, in_flight: int, max_new_tokens: int, max_steps: int,
-                     budget: int = 10, store_path: Path | None = None, trials: int = 1) -> tuple[list[dict], float]:
+def run_llm_episodes(
+    backend: Any,
+    dom,
+    tasks,
+    *,
+    in_flight: int,
+    max_new_tokens: int,
+    max_steps: int,
+    budget: int = 10,
+    store_path: Path | None = None,
+    trials: int = 1,
+) -> tuple[list[dict], float]:
     """Run tasks x trials LLM-agent episodes (scripted user) through ``run_cell``; (records, wall)."""
     from flatscore.agents.llm import LLMAgent
     from flatscore.agents.users import ScriptedUser
@@ -102,8 +112,19 @@ def run_llm_episodes(backend: Any, dom, tasks, *, in_flight: int, max_new_tokens
     store = EpisodeStore(path)
     agent = LLMAgent(compact=True, max_new_tokens=max_new_tokens)
     t = time.perf_counter()
-    run_cell(dom, tasks, agent, ScriptedUser(), EpisodeSettings(max_errors=budget, max_steps=max_steps), trials, 0,
-             store, backends={"agent": backend}, max_in_flight=in_flight, progress=False)
+    run_cell(
+        dom,
+        tasks,
+        agent,
+        ScriptedUser(),
+        EpisodeSettings(max_errors=budget, max_steps=max_steps),
+        trials,
+        0,
+        store,
+        backends={"agent": backend},
+        max_in_flight=in_flight,
+        progress=False,
+    )
     wall = time.perf_counter() - t
     records = sorted(store.records(), key=lambda r: (r["task_id"], r["trial"]))
     path.unlink()
@@ -120,5 +141,7 @@ def canonical(records: list[dict]) -> list[str]:
 def result(name: str, ratio: float, goal: str, ok: bool, **extra: Any) -> None:
     load = os.getloadavg()[0]
     fields = " ".join(f"{k}={v}" for k, v in extra.items())
-    print(f"RESULT {name} ratio={ratio:.3f} goal={goal} {'PASS' if ok else 'MISS'} load1={load:.1f} cores={os.cpu_count()} {fields}")
+    print(
+        f"RESULT {name} ratio={ratio:.3f} goal={goal} {'PASS' if ok else 'MISS'} load1={load:.1f} cores={os.cpu_count()} {fields}"
+    )
     sys.stdout.flush()

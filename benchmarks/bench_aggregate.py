@@ -38,12 +38,26 @@ def generate(workdir: Path, episodes: int) -> list[Path]:
     from flatscore.analysis.synthetic import SyntheticStudy, write_study
 
     # 2 models x 3 precisions x 2 domains x 3 budgets x 2 repair = 72 cells; tasks x trials fill the rest
-    models, precs, domains, budgets, repairs = ("m7b", "m8b"), ("full", "int8", "int4"), ("retail", "telecom"), (10, 5, 2), (False, True)
+    models, precs, domains, budgets, repairs = (
+        ("m7b", "m8b"),
+        ("full", "int8", "int4"),
+        ("retail", "telecom"),
+        (10, 5, 2),
+        (False, True),
+    )
     n_cells = len(models) * len(precs) * len(domains) * len(budgets) * len(repairs)
     trials = 8
     n_tasks = max(2, math.ceil(episodes / (n_cells * trials)))
-    spec = SyntheticStudy(models=models, precisions=precs, domains=domains, budgets=budgets, repairs=repairs,
-                          n_tasks=n_tasks, trials=trials, study="bench")
+    spec = SyntheticStudy(
+        models=models,
+        precisions=precs,
+        domains=domains,
+        budgets=budgets,
+        repairs=repairs,
+        n_tasks=n_tasks,
+        trials=trials,
+        study="bench",
+    )
     return write_study(spec, workdir / "results")
 
 
@@ -64,14 +78,30 @@ def child(workdir: Path) -> None:
     ru = resource.getrusage(resource.RUSAGE_SELF)
     peak = ru.ru_maxrss * 1024  # Linux: KiB
     cpu = ru.ru_utime + ru.ru_stime
-    print(json.dumps({"wall_s": wall, "import_s": t_import, "peak_rss_bytes": peak, "cpu_s": cpu, "cells": len(dirs),
-                      "load_quarter_s": load_share, "episodes_quarter": len(data.episodes),
-                      "outputs": len(paths)}))
+    print(
+        json.dumps(
+            {
+                "wall_s": wall,
+                "import_s": t_import,
+                "peak_rss_bytes": peak,
+                "cpu_s": cpu,
+                "cells": len(dirs),
+                "load_quarter_s": load_share,
+                "episodes_quarter": len(data.episodes),
+                "outputs": len(paths),
+            }
+        )
+    )
 
 
 def run_child(workdir: Path) -> dict:
-    out = subprocess.run([sys.executable, __file__, "--child", "--workdir", str(workdir)],
-                         capture_output=True, text=True, check=True, env=os.environ.copy())
+    out = subprocess.run(
+        [sys.executable, __file__, "--child", "--workdir", str(workdir)],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=os.environ.copy(),
+    )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -96,24 +126,38 @@ def main() -> None:
     load_start = os.getloadavg()[0]
     res = run_child(args.workdir)
     wall, peak = res["wall_s"], res["peak_rss_bytes"]
-    print(f"aggregate(): wall {wall:.1f} s (goal < {GOAL_S:.0f} s: ratio {wall / GOAL_S:.2f}); "
-          f"peak RSS {peak / 1024**3:.2f} GB (goal < 4 GB: ratio {peak / GOAL_BYTES:.2f}); "
-          f"+ {res['import_s']:.1f} s imports; process CPU time {res['cpu_s']:.1f} s (incl. the loader re-run), "
-          f"load average {load_start:.1f} at start, {os.getloadavg()[0]:.1f} after, on {os.cpu_count()} cores")
-    print(f"loader alone: {res['episodes_quarter']:,} episodes in {res['load_quarter_s']:.1f} s "
-          f"({res['episodes_quarter'] / res['load_quarter_s']:,.0f} episodes/s)")
+    print(
+        f"aggregate(): wall {wall:.1f} s (goal < {GOAL_S:.0f} s: ratio {wall / GOAL_S:.2f}); "
+        f"peak RSS {peak / 1024**3:.2f} GB (goal < 4 GB: ratio {peak / GOAL_BYTES:.2f}); "
+        f"+ {res['import_s']:.1f} s imports; process CPU time {res['cpu_s']:.1f} s (incl. the loader re-run), "
+        f"load average {load_start:.1f} at start, {os.getloadavg()[0]:.1f} after, on {os.cpu_count()} cores"
+    )
+    print(
+        f"loader alone: {res['episodes_quarter']:,} episodes in {res['load_quarter_s']:.1f} s "
+        f"({res['episodes_quarter'] / res['load_quarter_s']:,.0f} episodes/s)"
+    )
     from flatscore.analysis.summary import SUMMARY_FILE
 
     for d in dirs:
         (d / SUMMARY_FILE).unlink()
     old = run_child(args.workdir)
-    print(f"same cells without summaries (parsed line by line): wall {old['wall_s']:.1f} s, "
-          f"peak RSS {old['peak_rss_bytes'] / 1024**3:.2f} GB, process CPU {old['cpu_s']:.1f} s; "
-          f"with / without = {wall / old['wall_s']:.2f}")
+    print(
+        f"same cells without summaries (parsed line by line): wall {old['wall_s']:.1f} s, "
+        f"peak RSS {old['peak_rss_bytes'] / 1024**3:.2f} GB, process CPU {old['cpu_s']:.1f} s; "
+        f"with / without = {wall / old['wall_s']:.2f}"
+    )
     print(f"{'PASS' if wall < GOAL_S and peak < GOAL_BYTES else 'MISS'}")
-    result("aggregate", max(wall / GOAL_S, peak / GOAL_BYTES), "<=1 (max of wall/30s, peak/4GB)",
-           wall < GOAL_S and peak < GOAL_BYTES, wall_s=f"{wall:.1f}", peak_gb=f"{peak / 1024**3:.2f}",
-           cpu_s=f"{res['cpu_s']:.1f}", wall_without_summaries_s=f"{old['wall_s']:.1f}", load1_start=f"{load_start:.1f}")
+    result(
+        "aggregate",
+        max(wall / GOAL_S, peak / GOAL_BYTES),
+        "<=1 (max of wall/30s, peak/4GB)",
+        wall < GOAL_S and peak < GOAL_BYTES,
+        wall_s=f"{wall:.1f}",
+        peak_gb=f"{peak / 1024**3:.2f}",
+        cpu_s=f"{res['cpu_s']:.1f}",
+        wall_without_summaries_s=f"{old['wall_s']:.1f}",
+        load1_start=f"{load_start:.1f}",
+    )
     if not args.keep:
         shutil.rmtree(args.workdir)
 

@@ -27,6 +27,7 @@ def main() -> None:
     args = ap.parse_args()
     one_thread()
     import torch
+
     from flatscore.backends.transformers_backend import TransformersBackend
 
     dom = domain("retail")
@@ -38,8 +39,9 @@ def main() -> None:
     outputs = {}
     for _ in range(args.rounds):
         for in_flight in (1, args.n):
-            records, wall = run_llm_episodes(backend, dom, tasks, in_flight=in_flight,
-                                             max_new_tokens=args.max_new_tokens, max_steps=args.max_steps)
+            records, wall = run_llm_episodes(
+                backend, dom, tasks, in_flight=in_flight, max_new_tokens=args.max_new_tokens, max_steps=args.max_steps
+            )
             best[in_flight] = min(best[in_flight], wall)
             outs = canonical(records)
             assert outputs.setdefault(in_flight, outs) == outs, "a rerun changed the outputs"
@@ -48,10 +50,14 @@ def main() -> None:
     tokens = sum(r["usage"]["completion_tokens"] for r in records)
     eps_seq, eps_b = n_ep / best[1], n_ep / best[args.n]
     ratio = eps_b / eps_seq
-    print(f"demo '{args.size}', {n_ep} episodes x {args.max_steps} steps, {tokens} generated tokens per run, "
-          f"torch threads {torch.get_num_threads()}")
-    print(f"one at a time: {best[1]:.2f} s ({eps_seq:.2f} episodes/s); N={args.n} batched: {best[args.n]:.2f} s "
-          f"({eps_b:.2f} episodes/s); speed-up {ratio:.2f}x (goal >= {GOAL}x); outputs identical: yes")
+    print(
+        f"demo '{args.size}', {n_ep} episodes x {args.max_steps} steps, {tokens} generated tokens per run, "
+        f"torch threads {torch.get_num_threads()}"
+    )
+    print(
+        f"one at a time: {best[1]:.2f} s ({eps_seq:.2f} episodes/s); N={args.n} batched: {best[args.n]:.2f} s "
+        f"({eps_b:.2f} episodes/s); speed-up {ratio:.2f}x (goal >= {GOAL}x); outputs identical: yes"
+    )
     result("batching", ratio, f">={GOAL}", ratio >= GOAL, size=args.size, n=args.n)
 
 

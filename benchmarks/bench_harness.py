@@ -12,7 +12,6 @@ JSONL append with fsync) is harness. Both numbers come from the same run.
 from __future__ import annotations
 
 import argparse
-import time
 
 from _common import TimedBackend, demo_model, domain, one_thread, result, run_llm_episodes
 
@@ -41,8 +40,9 @@ def main() -> None:
 
         prof = Profiler(interval=0.001)
         prof.start()
-    records, wall = run_llm_episodes(backend, dom, tasks, in_flight=1, max_new_tokens=args.max_new_tokens,
-                                     max_steps=args.max_steps)
+    records, wall = run_llm_episodes(
+        backend, dom, tasks, in_flight=1, max_new_tokens=args.max_new_tokens, max_steps=args.max_steps
+    )
     if prof is not None:
         prof.stop()
     ep_wall = sum(r["timing"]["wall_seconds"] for r in records)
@@ -50,11 +50,15 @@ def main() -> None:
     ratio = ep_wall / inside
     run_ratio = wall / inside
     steps = sum(r["steps"] for r in records)
-    print(f"{len(records)} episodes ({steps} steps, {sum(r['usage']['completion_tokens'] for r in records)} generated "
-          f"tokens), demo '{args.size}': episode wall {ep_wall:.2f} s, inside backend.generate {inside:.2f} s; "
-          f"whole run_cell {wall:.2f} s (incl. store appends + fsync)")
-    print(f"harness overhead: episode/backend {ratio:.3f} (goal <= {GOAL}); run_cell/backend {run_ratio:.3f}; "
-          f"harness ms per step {(ep_wall - inside) / steps * 1e3:.2f}")
+    print(
+        f"{len(records)} episodes ({steps} steps, {sum(r['usage']['completion_tokens'] for r in records)} generated "
+        f"tokens), demo '{args.size}': episode wall {ep_wall:.2f} s, inside backend.generate {inside:.2f} s; "
+        f"whole run_cell {wall:.2f} s (incl. store appends + fsync)"
+    )
+    print(
+        f"harness overhead: episode/backend {ratio:.3f} (goal <= {GOAL}); run_cell/backend {run_ratio:.3f}; "
+        f"harness ms per step {(ep_wall - inside) / steps * 1e3:.2f}"
+    )
     if prof is not None:
         print(prof.output_text(unicode=False, color=False))
     result("harness", ratio, f"<={GOAL}", ratio <= GOAL, size=args.size, run_cell_ratio=f"{run_ratio:.3f}")

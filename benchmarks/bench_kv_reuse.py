@@ -36,8 +36,9 @@ def main() -> None:
     for _ in range(args.rounds):
         for reuse, b in backends.items():
             b.seconds = 0.0
-            records, wall = run_llm_episodes(b, dom, tasks, in_flight=1, max_new_tokens=args.max_new_tokens,
-                                             max_steps=args.max_steps)
+            records, wall = run_llm_episodes(
+                b, dom, tasks, in_flight=1, max_new_tokens=args.max_new_tokens, max_steps=args.max_steps
+            )
             best[reuse] = min(best[reuse], b.seconds)
             recs[reuse] = records
     assert canonical(recs[False]) == canonical(recs[True]), "KV reuse changed outputs"
@@ -47,14 +48,26 @@ def main() -> None:
     gen = sum(r["usage"]["completion_tokens"] for r in recs[True]) / n
     tok_ratio = prefill[False] / prefill[True]
     time_ratio = best[False] / best[True]
-    print(f"demo '{args.size}', {n} episodes x {args.max_steps} steps; per episode: prompt tokens {prompt:.0f}, "
-          f"generated {gen:.0f}")
-    print(f"prefilled per episode: without reuse {prefill[False]:.0f}, with reuse {prefill[True]:.0f} "
-          f"({tok_ratio:.2f}x fewer)")
-    print(f"time in the backend: without {best[False]:.2f} s, with {best[True]:.2f} s ({time_ratio:.2f}x); "
-          "outputs identical: yes")
-    result("kv_reuse", time_ratio, "report", True, prefill_ratio=f"{tok_ratio:.2f}",
-           prefill_per_episode=f"{prefill[False]:.0f}->{prefill[True]:.0f}")
+    print(
+        f"demo '{args.size}', {n} episodes x {args.max_steps} steps; per episode: prompt tokens {prompt:.0f}, "
+        f"generated {gen:.0f}"
+    )
+    print(
+        f"prefilled per episode: without reuse {prefill[False]:.0f}, with reuse {prefill[True]:.0f} "
+        f"({tok_ratio:.2f}x fewer)"
+    )
+    print(
+        f"time in the backend: without {best[False]:.2f} s, with {best[True]:.2f} s ({time_ratio:.2f}x); "
+        "outputs identical: yes"
+    )
+    result(
+        "kv_reuse",
+        time_ratio,
+        "report",
+        True,
+        prefill_ratio=f"{tok_ratio:.2f}",
+        prefill_per_episode=f"{prefill[False]:.0f}->{prefill[True]:.0f}",
+    )
 
 
 if __name__ == "__main__":

@@ -48,8 +48,20 @@ def main() -> None:
     WORKDIR.mkdir(parents=True, exist_ok=True)
     script = write_fake_server(WORKDIR / "fake_openai.py")
     port = free_port()
-    proc = subprocess.Popen([sys.executable, str(script), "--port", str(port), "--log", str(WORKDIR / "fake.log"),
-                             "--delay", str(args.delay)], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            str(script),
+            "--port",
+            str(port),
+            "--log",
+            str(WORKDIR / "fake.log"),
+            "--delay",
+            str(args.delay),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.STDOUT,
+    )
     try:
         url = f"http://127.0.0.1:{port}"
         for _ in range(100):
@@ -70,8 +82,9 @@ def main() -> None:
                 run_llm_episodes(backend, dom, tasks[:2], in_flight=2, max_new_tokens=8, max_steps=2)  # warm-up
                 spy = _Spy(backend)
                 c0 = time.process_time()
-                recs, wall = run_llm_episodes(spy, dom, tasks, in_flight=n, max_new_tokens=8,
-                                              max_steps=args.max_steps, budget=100, trials=trials)
+                recs, wall = run_llm_episodes(
+                    spy, dom, tasks, in_flight=n, max_new_tokens=8, max_steps=args.max_steps, budget=100, trials=trials
+                )
                 sample = sample or spy.last
                 cpu[n] = (time.process_time() - c0) / len(recs)
                 rps[n] = _requests_per_s(backend, sample, n, max(64, 4 * args.waves * n))
@@ -79,19 +92,28 @@ def main() -> None:
                 backend.close()
             assert all(r["termination"] != "infrastructure_error" for r in recs)
             eps[n] = len(recs) / wall
-            print(f"in flight {n:>3}: {len(recs)} episodes in {wall:.2f} s = {eps[n]:.2f} episodes/s "
-                  f"(x{eps[n] / eps[args.levels[0]]:.2f} vs {args.levels[0]}; efficiency "
-                  f"{eps[n] / eps[args.levels[0]] / n * args.levels[0]:.2f}); client CPU {cpu[n] * 1e3:.1f} ms/episode; "
-                  f"backend alone {rps[n]:.0f} requests/s (x{rps[n] / rps[args.levels[0]]:.2f})", flush=True)
+            print(
+                f"in flight {n:>3}: {len(recs)} episodes in {wall:.2f} s = {eps[n]:.2f} episodes/s "
+                f"(x{eps[n] / eps[args.levels[0]]:.2f} vs {args.levels[0]}; efficiency "
+                f"{eps[n] / eps[args.levels[0]] / n * args.levels[0]:.2f}); client CPU {cpu[n] * 1e3:.1f} ms/episode; "
+                f"backend alone {rps[n]:.0f} requests/s (x{rps[n] / rps[args.levels[0]]:.2f})",
+                flush=True,
+            )
     finally:
         proc.terminate()
         proc.wait(10)
     top = args.levels[-1]
     ratio = eps[top] / eps[args.levels[0]]
     eff = ratio / (top / args.levels[0])
-    result("openai_concurrency", ratio, f"near-linear (x{top})", eff >= 0.75, efficiency=f"{eff:.2f}",
-           **{f"x{n}": f"{eps[n] / eps[args.levels[0]]:.2f}" for n in args.levels},
-           backend_alone=f"x{rps[top] / rps[args.levels[0]]:.2f}")
+    result(
+        "openai_concurrency",
+        ratio,
+        f"near-linear (x{top})",
+        eff >= 0.75,
+        efficiency=f"{eff:.2f}",
+        **{f"x{n}": f"{eps[n] / eps[args.levels[0]]:.2f}" for n in args.levels},
+        backend_alone=f"x{rps[top] / rps[args.levels[0]]:.2f}",
+    )
 
 
 class _Spy:

@@ -49,12 +49,15 @@ def _replayed(env, task):  # type: ignore[no-untyped-def]
 
 
 def measure(label: str, domain, n_tasks: int, reps: int) -> float:  # type: ignore[no-untyped-def]
+    from flatscore.domains.environment import Environment
     from flatscore.domains.retail import RetailTools
     from flatscore.domains.retail.data_model import RetailDB
-    from flatscore.domains.environment import Environment
 
-    tasks = [t for t in domain.tasks() if any(a.name.startswith(("cancel", "modify", "return", "exchange"))
-                                              for a in t.actions)][:n_tasks]
+    tasks = [
+        t
+        for t in domain.tasks()
+        if any(a.name.startswith(("cancel", "modify", "return", "exchange")) for a in t.actions)
+    ][:n_tasks]
     assert tasks, f"{label}: no task with a write"
     envs = [_replayed(domain.fresh_environment(), t) for t in tasks]
     pristine = domain.fresh_environment().state_hash()
@@ -68,12 +71,18 @@ def measure(label: str, domain, n_tasks: int, reps: int) -> float:  # type: igno
     old_t, new_t = [], []
     for _ in range(reps):
         for env in envs:
-            t0 = time.perf_counter(); _old_digest(env); old_t.append(time.perf_counter() - t0)
-            t0 = time.perf_counter(); state_digest({"agent": env.agent_toolkit.db, "user": None}); new_t.append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            _old_digest(env)
+            old_t.append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            state_digest({"agent": env.agent_toolkit.db, "user": None})
+            new_t.append(time.perf_counter() - t0)
     old_ms, new_ms = 1e3 * statistics.median(old_t), 1e3 * statistics.median(new_t)
     ratio = old_ms / new_ms
-    print(f"{label}: {len(envs)} replayed tasks ({changed} changed the DB), digest per graded episode: "
-          f"whole dump {old_ms:.2f} ms, per-record cached {new_ms:.2f} ms -> x{ratio:.1f}")
+    print(
+        f"{label}: {len(envs)} replayed tasks ({changed} changed the DB), digest per graded episode: "
+        f"whole dump {old_ms:.2f} ms, per-record cached {new_ms:.2f} ms -> x{ratio:.1f}"
+    )
     return ratio
 
 

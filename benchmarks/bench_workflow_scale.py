@@ -56,8 +56,14 @@ def make_config() -> dict:
 
 
 def n_cells(cfg: dict) -> int:
-    return (len(cfg["models"]) * len(cfg["precisions"]) * len(cfg["domains"]) * len(cfg["budgets"])
-            * len(cfg["repair"]) * cfg["trial_shards"])
+    return (
+        len(cfg["models"])
+        * len(cfg["precisions"])
+        * len(cfg["domains"])
+        * len(cfg["budgets"])
+        * len(cfg["repair"])
+        * cfg["trial_shards"]
+    )
 
 
 def fast_scontrol_env(shim_dir: Path) -> dict[str, str]:
@@ -73,8 +79,14 @@ def snake(workdir: Path, *extra: str, env: dict[str, str] | None = None) -> tupl
     """Run ``snakemake --cores 1 <extra>`` in ``workdir``; (wall s, CPU s of the process, output)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
-    r = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "1", *extra],
-                       check=False, cwd=workdir, capture_output=True, text=True, env=env)
+    r = subprocess.run(
+        [sys.executable, "-m", "snakemake", "--cores", "1", *extra],
+        check=False,
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     wall = time.perf_counter() - t
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
@@ -142,19 +154,35 @@ def main() -> None:
     noop_dry, _, out_dry = snake(wd, "-n", env=fast)
     assert NOTHING_TO_DO in out_dry, out_dry[-3000:]
 
-    print(f"{cells} cells, {jobs} jobs; scontrol probe here: "
-          f"{'none (no SLURM client)' if probe is None else f'{probe:.2f} s'}")
-    print(f"snakemake -n (fresh):  {dry:.2f} s wall / {dry_cpu:.2f} s CPU as is; {dry_fast:.2f} s / "
-          f"{dry_fast_cpu:.2f} s CPU with scontrol answering at once (goal < {DRY_GOAL_S:.0f} s)")
+    print(
+        f"{cells} cells, {jobs} jobs; scontrol probe here: "
+        f"{'none (no SLURM client)' if probe is None else f'{probe:.2f} s'}"
+    )
+    print(
+        f"snakemake -n (fresh):  {dry:.2f} s wall / {dry_cpu:.2f} s CPU as is; {dry_fast:.2f} s / "
+        f"{dry_fast_cpu:.2f} s CPU with scontrol answering at once (goal < {DRY_GOAL_S:.0f} s)"
+    )
     print(f"set-up: outputs created + --touch ({n_meta} metadata records) in {setup_s:.1f} s")
-    print(f"no-op rerun snakemake --cores 1 ('{NOTHING_TO_DO}'): {noop:.2f} s wall / {noop_cpu:.2f} s CPU as is; "
-          f"{noop_fast:.2f} s / {noop_fast_cpu:.2f} s CPU with scontrol answering at once (goal < {NOOP_GOAL_S:.0f} s); "
-          f"-n on the finished study {noop_dry:.2f} s")
+    print(
+        f"no-op rerun snakemake --cores 1 ('{NOTHING_TO_DO}'): {noop:.2f} s wall / {noop_cpu:.2f} s CPU as is; "
+        f"{noop_fast:.2f} s / {noop_fast_cpu:.2f} s CPU with scontrol answering at once (goal < {NOOP_GOAL_S:.0f} s); "
+        f"-n on the finished study {noop_dry:.2f} s"
+    )
     ratio = max(dry / DRY_GOAL_S, noop / NOOP_GOAL_S)
     ratio_fast = max(dry_fast / DRY_GOAL_S, noop_fast / NOOP_GOAL_S)
-    result("workflow_scale", ratio, "<=1 (time/goal)", ratio <= 1, ratio_fast_scontrol=f"{ratio_fast:.3f}",
-           dry_s=f"{dry:.2f}", noop_s=f"{noop:.2f}", dry_fast_s=f"{dry_fast:.2f}", noop_fast_s=f"{noop_fast:.2f}",
-           dry_cpu_s=f"{dry_cpu:.2f}", noop_cpu_s=f"{noop_cpu:.2f}")
+    result(
+        "workflow_scale",
+        ratio,
+        "<=1 (time/goal)",
+        ratio <= 1,
+        ratio_fast_scontrol=f"{ratio_fast:.3f}",
+        dry_s=f"{dry:.2f}",
+        noop_s=f"{noop:.2f}",
+        dry_fast_s=f"{dry_fast:.2f}",
+        noop_fast_s=f"{noop_fast:.2f}",
+        dry_cpu_s=f"{dry_cpu:.2f}",
+        noop_cpu_s=f"{noop_cpu:.2f}",
+    )
 
 
 if __name__ == "__main__":

@@ -15,8 +15,15 @@ import json
 import sys
 from pathlib import Path
 
-CHANNELS = ("invented_tool", "other_side_tool", "malformed_call", "invalid_arguments", "tool_error", "user_tool_error",
-            "invented_user_action")
+CHANNELS = (
+    "invented_tool",
+    "other_side_tool",
+    "malformed_call",
+    "invalid_arguments",
+    "tool_error",
+    "user_tool_error",
+    "invented_user_action",
+)
 
 
 def main(results: Path) -> int:
@@ -28,8 +35,10 @@ def main(results: Path) -> int:
         if m.get("kind") == "demo":
             what = f"trained {m.get('steps')} steps, final loss {m.get('final_loss')}, {m.get('seconds')} s"
         else:
-            what = (f"{m.get('scheme')} group {m.get('group_size')}: {m.get('size_bytes_before')} -> "
-                    f"{m.get('size_bytes_after')} bytes in {m.get('seconds')} s")
+            what = (
+                f"{m.get('scheme')} group {m.get('group_size')}: {m.get('size_bytes_before')} -> "
+                f"{m.get('size_bytes_after')} bytes in {m.get('seconds')} s"
+            )
         print(f"| {path.parent.parent.name} | {precision} | {m.get('kind')} | {what} |")
     print()
     header = "| precision | domain | K | repair | episodes | success | " + " | ".join(CHANNELS) + " |"
@@ -45,8 +54,10 @@ def main(results: Path) -> int:
     order = {"full": 0, "int8": 1, "int4": 2}
     for _, cell, m in sorted(rows, key=lambda r: (r[0][1], order.get(r[0][0], 9), r[0][2], r[0][3])):
         counts = " | ".join(str(int(m.get(f"channel_{c}", 0))) for c in CHANNELS)
-        print(f"| {cell['precision']} | {cell['domain']} | {cell['budget']} | {'on' if cell['repair'] else 'off'} | "
-              f"{int(m['n_scored'])} | {m['success_rate']:.3f} | {counts} |")
+        print(
+            f"| {cell['precision']} | {cell['domain']} | {cell['budget']} | {'on' if cell['repair'] else 'off'} | "
+            f"{int(m['n_scored'])} | {m['success_rate']:.3f} | {counts} |"
+        )
     return 0
 
 

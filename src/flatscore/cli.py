@@ -114,8 +114,11 @@ def cmd_episodes(args: argparse.Namespace) -> int:
     domain = load_domain(args.domain, data_dir)
     tasks = _select_tasks(domain, args.split, args.tasks)
     settings = EpisodeSettings(
-        max_errors=args.budget, max_steps=args.max_steps, repair=args.repair,
-        count_malformed=not args.no_count_malformed, tau2_compat=args.tau2_compat,
+        max_errors=args.budget,
+        max_steps=args.max_steps,
+        repair=args.repair,
+        count_malformed=not args.no_count_malformed,
+        tau2_compat=args.tau2_compat,
     )
     out.mkdir(parents=True, exist_ok=True)
     with _served_model(args, out):
@@ -127,9 +130,14 @@ def build_server(args: argparse.Namespace, log_dir: Path) -> Any:
     from .backends.serve import ManagedServer, transformers_serve_command, transformers_serve_env, vllm_command
 
     if args.serve == "vllm":
-        command = vllm_command(args.model, gpu_memory_utilization=args.vllm_gpu_memory_utilization,
-                               max_model_len=args.vllm_max_model_len, tensor_parallel_size=args.vllm_tensor_parallel_size,
-                               served_model_name=args.served_model or args.model, extra_args=args.vllm_arg or [])
+        command = vllm_command(
+            args.model,
+            gpu_memory_utilization=args.vllm_gpu_memory_utilization,
+            max_model_len=args.vllm_max_model_len,
+            tensor_parallel_size=args.vllm_tensor_parallel_size,
+            served_model_name=args.served_model or args.model,
+            extra_args=args.vllm_arg or [],
+        )
         env = None
     else:
         command = transformers_serve_command(args.model)
@@ -138,8 +146,12 @@ def build_server(args: argparse.Namespace, log_dir: Path) -> Any:
 
 
 def add_server_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--serve", choices=["vllm", "transformers"], default=None,
-                        help="start the model's OpenAI-compatible server for this job (health-waited, always stopped)")
+    parser.add_argument(
+        "--serve",
+        choices=["vllm", "transformers"],
+        default=None,
+        help="start the model's OpenAI-compatible server for this job (health-waited, always stopped)",
+    )
     parser.add_argument("--serve-timeout", type=float, default=900.0, help="seconds to wait for the server's /health")
     parser.add_argument("--vllm-gpu-memory-utilization", type=float, default=0.9)
     parser.add_argument("--vllm-max-model-len", type=int, default=None)
@@ -180,12 +192,15 @@ def _await_announced_server(path: Path, timeout_s: float) -> str:
         if status == "failed":
             break
         time.sleep(1.0)
-    raise CLIError(f"--base-url-file: the server announced in {path} is not ready (status: {status}) "
-                   f"after {timeout_s:.0f} s; see its log")
+    raise CLIError(
+        f"--base-url-file: the server announced in {path} is not ready (status: {status}) "
+        f"after {timeout_s:.0f} s; see its log"
+    )
 
 
-def _run_episodes(args: argparse.Namespace, out: Path, data_dir: Path, domain: Any, tasks: list[Any],
-                  settings: Any) -> int:
+def _run_episodes(
+    args: argparse.Namespace, out: Path, data_dir: Path, domain: Any, tasks: list[Any], settings: Any
+) -> int:
     from .agents.users import ScriptedUser
     from .engine.cell import cell_hash, code_version, data_digest, write_json_atomic
     from .engine.metrics import summarize
@@ -194,13 +209,23 @@ def _run_episodes(args: argparse.Namespace, out: Path, data_dir: Path, domain: A
 
     agent, backends = _make_agent(args)
     identity = {
-        "domain": args.domain, "data_digest": data_digest(data_dir), "split": args.split or "all",
-        "tasks": [t.id for t in tasks], "budget": args.budget, "max_steps": args.max_steps, "repair": args.repair,
-        "count_malformed": not args.no_count_malformed, "tau2_compat": args.tau2_compat, "trials": args.trials,
+        "domain": args.domain,
+        "data_digest": data_digest(data_dir),
+        "split": args.split or "all",
+        "tasks": [t.id for t in tasks],
+        "budget": args.budget,
+        "max_steps": args.max_steps,
+        "repair": args.repair,
+        "count_malformed": not args.no_count_malformed,
+        "tau2_compat": args.tau2_compat,
+        "trials": args.trials,
         "first_trial": args.first_trial,
-        "seed": args.seed, "code_version": code_version(), **agent.describe(),
+        "seed": args.seed,
+        "code_version": code_version(),
+        **agent.describe(),
         **{k: v for b in backends.values() for k, v in b.describe().items()},
-        "model": args.model_name or args.model or args.agent, "precision": args.precision,
+        "model": args.model_name or args.model or args.agent,
+        "precision": args.precision,
         "model_manifest_sha": _manifest_sha(args.model),
     }
     chash = cell_hash(identity)
@@ -214,16 +239,35 @@ def _run_episodes(args: argparse.Namespace, out: Path, data_dir: Path, domain: A
                     "use a new --out folder, or --supersede to move them aside"
                 )
             _move_aside(out, str(previous.get("cell_hash")))
-    cell = {**identity, "cell_hash": chash, "study": args.study, "n_tasks": len(tasks), "agent": args.agent,
-            "backend": args.backend if args.agent == "llm" else "none"}
+    cell = {
+        **identity,
+        "cell_hash": chash,
+        "study": args.study,
+        "n_tasks": len(tasks),
+        "agent": args.agent,
+        "backend": args.backend if args.agent == "llm" else "none",
+    }
     cell.pop("tasks")
     cell["task_ids"] = [t.id for t in tasks]
     cell["identity"] = identity  # what cell_hash was computed from: integrity checks recompute it
     write_json_atomic(cell_file, cell)
     store = EpisodeStore(out / "episodes.jsonl")
     try:
-        run_cell(domain, tasks, agent, ScriptedUser(), settings, args.trials, args.seed, store, first_trial=args.first_trial,
-                 backends=backends, max_in_flight=args.max_in_flight, cell_hash=chash, progress=not args.no_progress)
+        run_cell(
+            domain,
+            tasks,
+            agent,
+            ScriptedUser(),
+            settings,
+            args.trials,
+            args.seed,
+            store,
+            first_trial=args.first_trial,
+            backends=backends,
+            max_in_flight=args.max_in_flight,
+            cell_hash=chash,
+            progress=not args.no_progress,
+        )
     finally:
         for backend in backends.values():
             backend.close()
@@ -265,22 +309,30 @@ def _log(out: Path, args: argparse.Namespace) -> None:
     from .tracking import try_log_cell
 
     run_id = try_log_cell(out, args.tracking_uri, args.experiment)
-    print(f"MLflow: {'logged run ' + run_id if run_id else 'store unreachable; results kept on disk (run flatscore sync)'}")
+    print(
+        f"MLflow: {'logged run ' + run_id if run_id else 'store unreachable; results kept on disk (run flatscore sync)'}"
+    )
 
 
 def _print_summary(cell: dict[str, Any], metrics: dict[str, float]) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title=f"{cell['domain']} | {cell['model']} {cell['precision']} | K={cell['budget']}"
-                        f"{' | repair' if cell['repair'] else ''} | cell {cell['cell_hash']}")
+    table = Table(
+        title=f"{cell['domain']} | {cell['model']} {cell['precision']} | K={cell['budget']}"
+        f"{' | repair' if cell['repair'] else ''} | cell {cell['cell_hash']}"
+    )
     table.add_column("metric")
     table.add_column("value", justify="right")
-    rows = [("episodes (scored / all)", f"{metrics['n_scored']} / {metrics['n_episodes']}"),
-            ("success rate", f"{metrics['success_rate']:.3f}")]
+    rows = [
+        ("episodes (scored / all)", f"{metrics['n_scored']} / {metrics['n_episodes']}"),
+        ("success rate", f"{metrics['success_rate']:.3f}"),
+    ]
     rows += [(k.replace("pass_hat_", "pass^"), f"{v:.3f}") for k, v in metrics.items() if k.startswith("pass_hat_")]
     rows += [(k.removeprefix("channel_"), str(int(v))) for k, v in metrics.items() if k.startswith("channel_") and v]
-    rows += [(k.removeprefix("termination_"), str(int(v))) for k, v in metrics.items() if k.startswith("termination_") and v]
+    rows += [
+        (k.removeprefix("termination_"), str(int(v))) for k, v in metrics.items() if k.startswith("termination_") and v
+    ]
     if metrics["n_unscored"]:
         rows.append(("unscored (infrastructure / dropped)", str(int(metrics["n_unscored"]))))
     for key, value in rows:
@@ -308,7 +360,9 @@ def build_parser() -> argparse.ArgumentParser:
     ep.add_argument("--split", default=None, help="task split from split_tasks.json (train/test); default all tasks")
     ep.add_argument("--tasks", default=None, help="'first:N' or comma-separated task ids")
     ep.add_argument("--agent", choices=["expert", "noisy", "llm"], default="expert")
-    ep.add_argument("--noise", type=_noise, default=None, help="noisy agent rates, e.g. invented_tool=0.2,tool_error=0.1")
+    ep.add_argument(
+        "--noise", type=_noise, default=None, help="noisy agent rates, e.g. invented_tool=0.2,tool_error=0.1"
+    )
     ep.add_argument("--model", default=None, help="model folder (HF layout) or Hugging Face id for --agent llm")
     ep.add_argument("--model-name", default=None, help="name of the model in results (default: --model)")
     ep.add_argument("--precision", default="full", help="precision label of the model: full, int8, int4")
@@ -316,7 +370,9 @@ def build_parser() -> argparse.ArgumentParser:
     ep.add_argument("--base-url", default=None, help="OpenAI-compatible server URL for --backend openai")
     ep.add_argument("--served-model", default=None, help="model name at the server (default: --model)")
     add_server_arguments(ep)
-    ep.add_argument("--base-url-file", default=None, help="JSON announcement of a running server (from 'flatscore serve')")
+    ep.add_argument(
+        "--base-url-file", default=None, help="JSON announcement of a running server (from 'flatscore serve')"
+    )
     ep.add_argument("--prompt", choices=["compact", "full"], default=None, help="agent prompt style (default by model)")
     ep.add_argument("--budget", type=positive_int("--budget"), default=10, help="error budget K (max_errors)")
     ep.add_argument("--max-steps", type=positive_int("--max-steps"), default=200)
@@ -324,15 +380,26 @@ def build_parser() -> argparse.ArgumentParser:
     ep.add_argument("--tau2-compat", action="store_true", help="reproduce tau2's handling of malformed calls")
     ep.add_argument("--no-count-malformed", action="store_true", help="malformed calls do not count toward K")
     ep.add_argument("--trials", type=positive_int("--trials"), default=1)
-    ep.add_argument("--first-trial", type=non_negative_int("--first-trial"), default=0,
-                    help="index of the first trial (trial shards of one cell run disjoint trial ranges)")
+    ep.add_argument(
+        "--first-trial",
+        type=non_negative_int("--first-trial"),
+        default=0,
+        help="index of the first trial (trial shards of one cell run disjoint trial ranges)",
+    )
     ep.add_argument("--seed", type=int, default=0)
-    ep.add_argument("--max-in-flight", type=positive_int("--max-in-flight"), default=1,
-                    help="episodes whose model calls are batched / kept in flight together")
+    ep.add_argument(
+        "--max-in-flight",
+        type=positive_int("--max-in-flight"),
+        default=1,
+        help="episodes whose model calls are batched / kept in flight together",
+    )
     ep.add_argument("--max-new-tokens", type=positive_int("--max-new-tokens"), default=256)
     ep.add_argument("--out", required=True, help="cell folder: cell.json, episodes.jsonl, metrics.json")
-    ep.add_argument("--supersede", action="store_true",
-                    help="if --out holds another cell's results (its config changed), move them aside and rerun")
+    ep.add_argument(
+        "--supersede",
+        action="store_true",
+        help="if --out holds another cell's results (its config changed), move them aside and rerun",
+    )
     ep.add_argument("--study", default="flatscore")
     ep.add_argument("--tracking-uri", default=None, help="MLflow tracking URI (log the cell when done)")
     ep.add_argument("--log-mlflow", action="store_true", help="log to MLflow (default store if no --tracking-uri)")

@@ -11,7 +11,6 @@ import json
 from pathlib import Path
 from typing import Any, Callable
 
-
 #: seeds of the extra synthetic databases behind ``flatscore demos --augment-dbs``: far from the
 #: small seeds studies use for their eval data
 AUGMENT_SEED0 = 10_001
@@ -22,13 +21,21 @@ def _demos(sub: Any) -> None:
     p.add_argument("--domain", action="append", required=True, help="domain=DATA_DIR, repeatable")
     p.add_argument("--split", default="train")
     p.add_argument("--prompt", choices=["compact", "full"], default="compact")
-    p.add_argument("--expert", choices=["diagnosing", "oracle"], default="diagnosing",
-                   help="diagnosing: telecom fixes follow the checks that show the fault (learnable); "
-                        "oracle: the ground-truth fixes straight away")
-    p.add_argument("--augment-dbs", type=int, default=0,
-                   help=f"also the --split conversations of N extra synthetic databases per domain (seeds "
-                        f"{AUGMENT_SEED0}...), as many tasks as the given data has: with fresh ids in every "
-                        "conversation, the demo model must copy them from the context instead of memorising them")
+    p.add_argument(
+        "--expert",
+        choices=["diagnosing", "oracle"],
+        default="diagnosing",
+        help="diagnosing: telecom fixes follow the checks that show the fault (learnable); "
+        "oracle: the ground-truth fixes straight away",
+    )
+    p.add_argument(
+        "--augment-dbs",
+        type=int,
+        default=0,
+        help=f"also the --split conversations of N extra synthetic databases per domain (seeds "
+        f"{AUGMENT_SEED0}...), as many tasks as the given data has: with fresh ids in every "
+        "conversation, the demo model must copy them from the context instead of memorising them",
+    )
     p.add_argument("--out", required=True, help="conversations .jsonl")
     p.set_defaults(func=cmd_demos)
 
@@ -53,8 +60,14 @@ def _expert_conversations(domain: Any, split: str, expert_cls: Any, prompter: An
             continue  # only successful demonstrations teach the model
         system = prompter.system_message(domain.name, episode.env.policy, episode._agent_tools, episode._user_tools)
         tools = [spec.openai_schema() for spec in episode._agent_tools.values()]
-        rows.append({"domain": domain.name, "task_id": record.task_id,
-                     "messages": [{"role": "system", "content": system}, *episode.agent_history], "tools": tools})
+        rows.append(
+            {
+                "domain": domain.name,
+                "task_id": record.task_id,
+                "messages": [{"role": "system", "content": system}, *episode.agent_history],
+                "tools": tools,
+            }
+        )
     return rows
 
 
@@ -108,11 +121,14 @@ def cmd_train_demo(args: argparse.Namespace) -> int:
     conversations = load_conversations(args.demos)
     if not conversations:
         raise ValueError(f"--demos: {args.demos} holds no conversations")
-    manifest = train_demo_model(conversations, args.out, size=args.size, seed=args.seed, steps=args.steps,
-                                max_seconds=args.max_seconds)
+    manifest = train_demo_model(
+        conversations, args.out, size=args.size, seed=args.seed, steps=args.steps, max_seconds=args.max_seconds
+    )
     info = manifest.to_dict()
-    print(f"trained demo model ({args.size}) -> {args.out}: steps {info.get('steps')}, "
-          f"final loss {info.get('final_loss')}, {info.get('seconds')} s")
+    print(
+        f"trained demo model ({args.size}) -> {args.out}: steps {info.get('steps')}, "
+        f"final loss {info.get('final_loss')}, {info.get('seconds')} s"
+    )
     return 0
 
 
@@ -132,11 +148,19 @@ def cmd_quantize(args: argparse.Namespace) -> int:
     from .models.quantize import quantize_model
 
     calibration = load_conversations(args.calibration) if args.calibration else []
-    manifest = quantize_model(args.model, args.out, scheme=args.scheme, group_size=args.group_size,
-                              calibration=calibration, n_samples=args.n_calibration)
+    manifest = quantize_model(
+        args.model,
+        args.out,
+        scheme=args.scheme,
+        group_size=args.group_size,
+        calibration=calibration,
+        n_samples=args.n_calibration,
+    )
     info = manifest.to_dict()
-    print(f"quantized {args.model} ({args.scheme}, group {args.group_size}) -> {args.out}: "
-          f"{info.get('size_bytes_before')} -> {info.get('size_bytes_after')} bytes in {info.get('seconds')} s")
+    print(
+        f"quantized {args.model} ({args.scheme}, group {args.group_size}) -> {args.out}: "
+        f"{info.get('size_bytes_before')} -> {info.get('size_bytes_after')} bytes in {info.get('seconds')} s"
+    )
     return 0
 
 
@@ -200,7 +224,9 @@ def _aggregate(sub: Any) -> None:
     p = sub.add_parser("aggregate", help="statistics, budget curves, amplification, repair ablation, plots, summary")
     p.add_argument("--cells", nargs="+", required=True, help="cell folders (or their metrics.json files)")
     p.add_argument("--out", required=True)
-    p.add_argument("--config", default=None, help="study config (YAML or JSON file, or inline JSON) the cells must match")
+    p.add_argument(
+        "--config", default=None, help="study config (YAML or JSON file, or inline JSON) the cells must match"
+    )
     p.add_argument("--equivalence-margin", type=float, default=0.075)
     p.add_argument("--power-gaps", type=float, nargs="*", default=[0.05, 0.10, 0.15])
     p.set_defaults(func=cmd_aggregate)
@@ -315,7 +341,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
             print(f"serving {args.model} at {server.base_url}", flush=True)
             while not stop.wait(1.0):
                 if server.process is not None and server.process.poll() is not None:
-                    raise RuntimeError(f"the {args.serve} server exited (code {server.process.returncode}); see its log")
+                    raise RuntimeError(
+                        f"the {args.serve} server exited (code {server.process.returncode}); see its log"
+                    )
     except BaseException:
         write_json_atomic(announce, {**info, "status": "failed"})
         raise

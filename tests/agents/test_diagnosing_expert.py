@@ -19,8 +19,19 @@ from flatscore.engine.scoring import Evaluator
 
 def _run(domain, agent_class, tasks):
     evaluator = Evaluator(domain)
-    episodes = [Episode(domain, t, agent_class(), ScriptedUser(), EpisodeSettings(max_steps=200), seed=0, trial=0,
-                        evaluator=evaluator) for t in tasks]
+    episodes = [
+        Episode(
+            domain,
+            t,
+            agent_class(),
+            ScriptedUser(),
+            EpisodeSettings(max_steps=200),
+            seed=0,
+            trial=0,
+            evaluator=evaluator,
+        )
+        for t in tasks
+    ]
     records: list = []
     drive(episodes, None, records.append)
     return episodes, records
@@ -36,7 +47,7 @@ def _agent_steps(episode) -> list[tuple[str, str]]:
             steps.append(("tool", tc["function"]["name"]))
         content = m.get("content") or ""
         if content.startswith(REQUEST_PREFIX):
-            steps.append(("user", content[len(REQUEST_PREFIX):].strip().split("(")[0]))
+            steps.append(("user", content[len(REQUEST_PREFIX) :].strip().split("(")[0]))
     return steps
 
 
@@ -101,11 +112,17 @@ def test_checks_depend_only_on_the_reported_issue(generated: TelecomDomain) -> N
 def test_fix_groups_keep_follow_ups_with_their_fault() -> None:
     from flatscore.domains.tasks import Action
 
-    actions = [Action(name="reset_apn_settings", requestor="user"), Action(name="reboot_device", requestor="user"),
-               Action(name="send_payment_request"), Action(name="make_payment", requestor="user"),
-               Action(name="resume_line")]
+    actions = [
+        Action(name="reset_apn_settings", requestor="user"),
+        Action(name="reboot_device", requestor="user"),
+        Action(name="send_payment_request"),
+        Action(name="make_payment", requestor="user"),
+        Action(name="resume_line"),
+    ]
     assert [[a.name for a in g] for g in fix_groups(actions)] == [
-        ["reset_apn_settings", "reboot_device"], ["send_payment_request", "make_payment", "resume_line"]]
+        ["reset_apn_settings", "reboot_device"],
+        ["send_payment_request", "make_payment", "resume_line"],
+    ]
 
 
 def test_retail_is_the_plain_expert(tmp_path: Path) -> None:

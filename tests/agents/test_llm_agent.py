@@ -43,7 +43,10 @@ def _view(domain="retail", user_tools=None, tools=None, turn=3):
     return AgentView(
         domain=domain,
         policy="# Retail policy\nNever cancel a delivered order.",
-        messages=[{"role": "assistant", "content": "Hi! How can I help you?"}, {"role": "user", "content": "Cancel #W1"}],
+        messages=[
+            {"role": "assistant", "content": "Hi! How can I help you?"},
+            {"role": "user", "content": "Cancel #W1"},
+        ],
         tools=tools or dict(RetailTools.specs),
         user_tools=user_tools or {},
         turn=turn,
@@ -54,7 +57,9 @@ def _view(domain="retail", user_tools=None, tools=None, turn=3):
 
 def test_one_request_per_turn_with_tools_seed_and_cache_key():
     call = format_hermes("get_order_details", {"order_id": "#W1"})
-    backend = ScriptedBackend([ModelResponse(text="Let me check.\n" + call, prompt_tokens=50, completion_tokens=9, prefill_tokens=20)])
+    backend = ScriptedBackend(
+        [ModelResponse(text="Let me check.\n" + call, prompt_tokens=50, completion_tokens=9, prefill_tokens=20)]
+    )
     out, n = run_turn_with(backend, LLMAgent(compact=False).respond(_view()))
     assert n == 1
     [req] = backend.seen
@@ -63,7 +68,9 @@ def test_one_request_per_turn_with_tools_seed_and_cache_key():
     assert {t["function"]["name"] for t in req.tools} == set(RetailTools.specs)
     assert req.tools[0] == next(iter(RetailTools.specs.values())).openai_schema()
     assert out.content == "Let me check."
-    assert [(c.id, c.name, c.arguments) for c in out.tool_calls] == [("call_3_0", "get_order_details", {"order_id": "#W1"})]
+    assert [(c.id, c.name, c.arguments) for c in out.tool_calls] == [
+        ("call_3_0", "get_order_details", {"order_id": "#W1"})
+    ]
     assert out.usage["prompt_tokens"] == 50 and out.usage["prefill_tokens"] == 20
 
 
@@ -95,8 +102,15 @@ def test_telecom_lists_phone_actions_in_the_parseable_form(compact):
 
 
 def test_server_tool_calls_are_used_and_malformed_reported():
-    calls = [{"id": "x", "type": "function", "function": {"name": "get_order_details", "arguments": '{"order_id": "#W9"}'}}]
-    backend = ScriptedBackend([ModelResponse(text="", tool_calls=calls), ModelResponse(text='<tool_call>{"name": "x", "arguments": {</tool_call>')])
+    calls = [
+        {"id": "x", "type": "function", "function": {"name": "get_order_details", "arguments": '{"order_id": "#W9"}'}}
+    ]
+    backend = ScriptedBackend(
+        [
+            ModelResponse(text="", tool_calls=calls),
+            ModelResponse(text='<tool_call>{"name": "x", "arguments": {</tool_call>'),
+        ]
+    )
     agent = LLMAgent()
     out, _ = run_turn_with(backend, agent.respond(_view()))
     assert out.tool_calls[0].arguments == {"order_id": "#W9"}
@@ -115,11 +129,24 @@ def test_llm_user_requests_and_stop(synthetic_dirs):
 
     domain = load_domain("telecom", synthetic_dirs["telecom"])
     task = domain.tasks()[0]
-    view = UserView(domain="telecom", task=task, messages=[{"role": "user", "content": "Hi! How can I help?"}],
-                    tools=dict(TelecomUserTools.specs), turn=1, seed=9, episode_id="ep1")
+    view = UserView(
+        domain="telecom",
+        task=task,
+        messages=[{"role": "user", "content": "Hi! How can I help?"}],
+        tools=dict(TelecomUserTools.specs),
+        turn=1,
+        seed=9,
+        episode_id="ep1",
+    )
     user = LLMUser()
-    backend = ScriptedBackend([ModelResponse(text="My phone has no signal."), ModelResponse(text="All good now, thanks! ###STOP###"),
-                               ModelResponse(text=format_hermes("toggle_airplane_mode", {})), ModelResponse(text="<tool_call>{oops")])
+    backend = ScriptedBackend(
+        [
+            ModelResponse(text="My phone has no signal."),
+            ModelResponse(text="All good now, thanks! ###STOP###"),
+            ModelResponse(text=format_hermes("toggle_airplane_mode", {})),
+            ModelResponse(text="<tool_call>{oops"),
+        ]
+    )
     out, n = run_turn_with(backend, user.respond(view))
     req = backend.seen[0]
     assert n == 1 and req.role == "user" and req.cache_key == "ep1:user" and req.seed == 9
@@ -168,8 +195,19 @@ def test_episodes_on_demo_model_batched_equal_sequential(demo_model, synthetic_d
         backend = TransformersBackend(demo_model, reuse_kv=reuse)
         store = EpisodeStore(tmp_path / f"cell{in_flight}.jsonl")
         agent = LLMAgent(compact=True, max_new_tokens=24)
-        run_cell(domain, tasks, agent, ScriptedUser(), settings, 1, 0, store,
-                 backends={"agent": backend}, max_in_flight=in_flight, progress=False)
+        run_cell(
+            domain,
+            tasks,
+            agent,
+            ScriptedUser(),
+            settings,
+            1,
+            0,
+            store,
+            backends={"agent": backend},
+            max_in_flight=in_flight,
+            progress=False,
+        )
         records = sorted(store.records(), key=lambda r: r["task_id"])
         assert len(records) == len(tasks)
         assert not backend.cached_keys()  # the runner released every episode's cache

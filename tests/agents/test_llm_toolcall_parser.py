@@ -29,8 +29,8 @@ def test_plain_text_is_content():
 
 def test_text_then_two_calls():
     text = (
-        "Let me check.\n<tool_call>\n{\"name\": \"get_order\", \"arguments\": {\"order_id\": \"#W1\"}}\n</tool_call>"
-        "\n<tool_call>{\"name\": \"get_user\", \"arguments\": \"{\\\"user_id\\\": \\\"u1\\\"}\"}</tool_call><|im_end|>"
+        'Let me check.\n<tool_call>\n{"name": "get_order", "arguments": {"order_id": "#W1"}}\n</tool_call>'
+        '\n<tool_call>{"name": "get_user", "arguments": "{\\"user_id\\": \\"u1\\"}"}</tool_call><|im_end|>'
     )
     out = parse_hermes(text, turn=7)
     assert out.malformed is None
@@ -63,7 +63,7 @@ def test_missing_arguments_is_empty_object():
         ('<tool_call>{"name": "x", "arguments": [1, 2]}</tool_call>', "object"),
         ('<tool_call>{"name": "x", "arguments": "[1]"}</tool_call>', "object"),
         ('<tool_call>{"name": "x", "arguments": "{bad"}</tool_call>', "not JSON"),
-        ('<tool_call>[1, 2]</tool_call>', "object"),
+        ("<tool_call>[1, 2]</tool_call>", "object"),
         ("<tool_call></tool_call>", "empty"),
         ('{"name": "x"}</tool_call>', "without <tool_call>"),
         ('{"name": "x", "arguments": {}}', "without <tool_call> tags"),
@@ -94,7 +94,14 @@ def test_garbage_never_raises(text):
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.sampled_from(["<tool_call>", "</tool_call>", '{"name": ', '"x"', ', "arguments": ', "{", "}", "\"", "é", "\n", STOP_TOKEN]), max_size=20))
+@given(
+    st.lists(
+        st.sampled_from(
+            ["<tool_call>", "</tool_call>", '{"name": ', '"x"', ', "arguments": ', "{", "}", '"', "é", "\n", STOP_TOKEN]
+        ),
+        max_size=20,
+    )
+)
 def test_tag_soup_never_raises(parts):
     text = "".join(parts)
     out = parse_hermes(text)
@@ -104,8 +111,13 @@ def test_tag_soup_never_raises(parts):
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.text(max_size=40).filter(lambda t: "<tool_call>" not in t and "</tool_call>" not in t and not t.lstrip().startswith("{")),
-       st.lists(st.tuples(names, arguments), min_size=1, max_size=3), st.integers(0, 50))
+@given(
+    st.text(max_size=40).filter(
+        lambda t: "<tool_call>" not in t and "</tool_call>" not in t and not t.lstrip().startswith("{")
+    ),
+    st.lists(st.tuples(names, arguments), min_size=1, max_size=3),
+    st.integers(0, 50),
+)
 def test_valid_calls_round_trip(prefix, calls, turn):
     text = prefix + "\n" + "\n".join(format_hermes(n, a) for n, a in calls)
     out = parse_hermes(text, turn=turn)
@@ -174,7 +186,10 @@ def test_openai_without_calls_falls_back_to_hermes_text():
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.dictionaries(st.text(max_size=5), json_values, max_size=3) | json_values, max_size=3), st.one_of(st.none(), st.text()))
+@given(
+    st.lists(st.dictionaries(st.text(max_size=5), json_values, max_size=3) | json_values, max_size=3),
+    st.one_of(st.none(), st.text()),
+)
 def test_openai_garbage_never_raises(calls, text):
     out = parse_openai(text, calls)  # type: ignore[arg-type]
     assert out.malformed is None or isinstance(out.malformed, str)

@@ -11,8 +11,14 @@ import pingouin as pg
 import pytest
 from PIL import Image
 
-from flatscore.analysis import CorruptRecordError, aggregate, counterfactual_agreement, find_cell_dirs, load_cells
-from flatscore.analysis import stats
+from flatscore.analysis import (
+    CorruptRecordError,
+    aggregate,
+    counterfactual_agreement,
+    find_cell_dirs,
+    load_cells,
+    stats,
+)
 from flatscore.analysis.synthetic import SyntheticStudy, write_study
 
 FAST = dict(n_boot=500)
@@ -21,8 +27,14 @@ FAST = dict(n_boot=500)
 @pytest.fixture(scope="module")
 def full_design(tmp_path_factory):
     root = tmp_path_factory.mktemp("full")
-    spec = SyntheticStudy(precisions=("full", "int8", "int4"), budgets=(10, 5, 2), repairs=(False, True),
-                          n_tasks=60, trials=4, infra_rate=0.02)
+    spec = SyntheticStudy(
+        precisions=("full", "int8", "int4"),
+        budgets=(10, 5, 2),
+        repairs=(False, True),
+        n_tasks=60,
+        trials=4,
+        infra_rate=0.02,
+    )
     dirs = write_study(spec, root)
     out = root / "agg"
     paths = aggregate(dirs, out, **FAST)
@@ -71,8 +83,9 @@ def test_pass_hat_k_matches_brute_force():
     n_trials = 6
     outcomes = rng.random((25, n_trials)) < rng.random((25, 1))
     for k in range(1, n_trials + 1):
-        brute = np.mean([np.mean([all(o[list(s)]) for s in itertools.combinations(range(n_trials), k)])
-                         for o in outcomes])
+        brute = np.mean(
+            [np.mean([all(o[list(s)]) for s in itertools.combinations(range(n_trials), k)]) for o in outcomes]
+        )
         est = stats.pass_hat_k(outcomes.sum(axis=1), np.full(25, n_trials), k)
         assert est == pytest.approx(brute, abs=1e-12)
 
@@ -148,8 +161,14 @@ def test_counterfactual_agreement_is_measured_not_assumed(tmp_path):
 
 # -------------------------------------------------------------------------------- amplification
 def test_amplification_recovers_planted_ratio(tmp_path):
-    spec = SyntheticStudy(precisions=("full", "int4"), budgets=(60,), n_tasks=150, trials=4,
-                          hallucination_mult={"full": 1.0, "int4": 2.5}, other_mult={"full": 1.0, "int4": 1.0})
+    spec = SyntheticStudy(
+        precisions=("full", "int4"),
+        budgets=(60,),
+        n_tasks=150,
+        trials=4,
+        hallucination_mult={"full": 1.0, "int4": 2.5},
+        other_mult={"full": 1.0, "int4": 1.0},
+    )
     ep = load_cells(write_study(spec, tmp_path)).episodes
     amp = stats.amplification_table(ep, n_boot=1000).set_index("channel")
     h = amp.loc["hallucinated_tool"]
@@ -169,15 +188,28 @@ def test_tost_equivalent_for_identical_arms_not_for_20_point_gap(tmp_path):
     assert c["diff"] == 0 and c["equivalent"] and c["tost_p"] < 0.05 and not c["significant_holm"]
 
     # same process, independent draws: equivalent with enough tasks
-    twin = SyntheticStudy(precisions=("full", "int4"), budgets=(10,), n_tasks=300, trials=8, novel_share=0.0,
-                          hallucination_mult={"full": 1.0, "int4": 1.0}, other_mult={"full": 1.0, "int4": 1.0})
+    twin = SyntheticStudy(
+        precisions=("full", "int4"),
+        budgets=(10,),
+        n_tasks=300,
+        trials=8,
+        novel_share=0.0,
+        hallucination_mult={"full": 1.0, "int4": 1.0},
+        other_mult={"full": 1.0, "int4": 1.0},
+    )
     ep = load_cells(write_study(twin, tmp_path / "twin")).episodes
     c = stats.compare_precisions(ep, margin=0.075, **FAST).iloc[0]
     assert c["equivalent"] and abs(c["diff"]) < 0.075
 
-    gap = SyntheticStudy(precisions=("full", "int4"), budgets=(10,), n_tasks=60, trials=4,
-                         success_shift={"full": 0.0, "int4": -0.2},
-                         hallucination_mult={"full": 1.0, "int4": 1.0}, other_mult={"full": 1.0, "int4": 1.0})
+    gap = SyntheticStudy(
+        precisions=("full", "int4"),
+        budgets=(10,),
+        n_tasks=60,
+        trials=4,
+        success_shift={"full": 0.0, "int4": -0.2},
+        hallucination_mult={"full": 1.0, "int4": 1.0},
+        other_mult={"full": 1.0, "int4": 1.0},
+    )
     ep = load_cells(write_study(gap, tmp_path / "gap")).episodes
     c = stats.compare_precisions(ep, margin=0.075, **FAST).iloc[0]
     assert not c["equivalent"] and c["tost_p"] > 0.05
@@ -220,8 +252,9 @@ def test_repair_and_power_tables(full_design):
 def test_stability_reports_rank_correlation_and_novel_share(tmp_path):
     shares = {}
     for planted in (0.0, 0.3):
-        spec = SyntheticStudy(precisions=("full", "int4"), budgets=(60,), n_tasks=40, trials=20, novel_share=planted,
-                              infra_rate=0.0)
+        spec = SyntheticStudy(
+            precisions=("full", "int4"), budgets=(60,), n_tasks=40, trials=20, novel_share=planted, infra_rate=0.0
+        )
         d = load_cells(write_study(spec, tmp_path / str(planted)))
         st = stats.stability_table(d.episodes, d.error_events).set_index("scope")
         assert st.loc["all", "spearman_r"] > 0.4  # same task-specific tool preferences in both arms
@@ -239,7 +272,16 @@ def test_stability_reports_rank_correlation_and_novel_share(tmp_path):
 # ------------------------------------------------------------------------------- report, plots
 def test_summary_and_pngs(full_design):
     _, _, paths = full_design
-    for name in ("success", "comparisons", "amplification", "stability", "budget_curves", "counterfactual", "repair", "power"):
+    for name in (
+        "success",
+        "comparisons",
+        "amplification",
+        "stability",
+        "budget_curves",
+        "counterfactual",
+        "repair",
+        "power",
+    ):
         assert paths[name].exists() and len(pd.read_csv(paths[name])) > 0, name
     for name in ("plot_budget_curves", "plot_amplification", "plot_repair"):
         p = paths[name]
@@ -269,8 +311,10 @@ def test_partial_designs(tmp_path):
     assert "plot_budget_curves" in paths and "plot_repair" not in paths
     # no int8 arm, a single budget, repair on only for int4 (no pair for full)
     dirs = write_study(SyntheticStudy(precisions=("full", "int4"), budgets=(5,), n_tasks=20, trials=2), tmp_path / "b")
-    dirs += write_study(SyntheticStudy(precisions=("int4",), budgets=(5,), repairs=(True,), n_tasks=20, trials=2,
-                                       seed=3), tmp_path / "b")[-1:]
+    dirs += write_study(
+        SyntheticStudy(precisions=("int4",), budgets=(5,), repairs=(True,), n_tasks=20, trials=2, seed=3),
+        tmp_path / "b",
+    )[-1:]
     paths = aggregate(sorted(set(dirs)), tmp_path / "b_out", **FAST)
     c = pd.read_csv(paths["comparisons"])
     assert len(c) == 1 and c["precision"].iloc[0] == "int4"

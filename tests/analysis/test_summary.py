@@ -13,8 +13,9 @@ from flatscore.analysis import summary as summary_mod
 from flatscore.analysis.summary import SUMMARY_FILE, read_summary, write_summary
 from flatscore.analysis.synthetic import SyntheticStudy, write_study
 
-SPEC = SyntheticStudy(precisions=("full", "int4"), budgets=(10, 2), repairs=(False, True), n_tasks=12, trials=3,
-                      infra_rate=0.05)
+SPEC = SyntheticStudy(
+    precisions=("full", "int4"), budgets=(10, 2), repairs=(False, True), n_tasks=12, trials=3, infra_rate=0.05
+)
 
 
 def _frames_equal(a, b) -> None:
@@ -46,7 +47,9 @@ def test_summary_of_another_jsonl_is_ignored(tmp_path):
     assert len(load_cells([d]).episodes) == len(lines) - 1
     rec = json.loads(lines[0])
     rec["reward"] = 1.0 - rec["reward"]  # same size, other bytes: the SHA-256 tells
-    f.write_bytes(json.dumps(rec, separators=(",", ":")).encode().ljust(len(lines[0]) - 1) + b"\n" + b"".join(lines[1:]))
+    f.write_bytes(
+        json.dumps(rec, separators=(",", ":")).encode().ljust(len(lines[0]) - 1) + b"\n" + b"".join(lines[1:])
+    )
     assert f.stat().st_size == sum(map(len, lines))
     assert read_summary(d) is None
     assert load_cells([d]).episodes["reward"].iloc[0] == rec["reward"]

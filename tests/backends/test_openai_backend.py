@@ -15,16 +15,11 @@ from flatscore.backends.serve import ManagedServer, transformers_serve_command, 
 from flatscore.backends.testing import SAMPLE_TOOLS as TOOLS
 
 
-
-
-
-
-
-
-
 def _reqs(n: int, tools=None) -> list[ModelRequest]:
     return [
-        ModelRequest(messages=[{"role": "user", "content": f"msg{i}"}], tools=tools or [], seed=i, cache_key=f"ep{i}:agent")
+        ModelRequest(
+            messages=[{"role": "user", "content": f"msg{i}"}], tools=tools or [], seed=i, cache_key=f"ep{i}:agent"
+        )
         for i in range(n)
     ]
 
@@ -35,10 +30,15 @@ def test_transformers_serve_with_tools(tiny_model_dir, tmp_path):
 
     cmd = transformers_serve_command(str(tiny_model_dir))
     with ManagedServer(
-        cmd, log_path=tmp_path / "serve.log", env={**transformers_serve_env(tmp_path / "hub"), "OMP_NUM_THREADS": "1"}, startup_timeout_s=150
+        cmd,
+        log_path=tmp_path / "serve.log",
+        env={**transformers_serve_env(tmp_path / "hub"), "OMP_NUM_THREADS": "1"},
+        startup_timeout_s=150,
     ) as srv:
         backend = OpenAIBackend(srv.base_url, model=str(tiny_model_dir), max_retries=1, timeout_s=60)
-        req = ModelRequest(messages=[{"role": "user", "content": "Where is my order #W123?"}], tools=TOOLS, max_new_tokens=8)
+        req = ModelRequest(
+            messages=[{"role": "user", "content": "Where is my order #W123?"}], tools=TOOLS, max_new_tokens=8
+        )
         [resp] = backend.generate([req])
         backend.close()
     assert resp.completion_tokens >= 1 and resp.prompt_tokens > 0
@@ -59,7 +59,9 @@ def test_tools_seed_usage_and_order(fake_server, tmp_path, monkeypatch):
         backend.close()
     assert [r.text for r in out] == [f"echo:msg{i}" for i in range(9)]
     assert all(r.tool_calls[0]["function"]["name"] == "get_order_details" for r in out)
-    assert [parse_openai(r.text, r.tool_calls, 0).tool_calls[0].arguments for r in out] == [{"seed": i} for i in range(9)]
+    assert [parse_openai(r.text, r.tool_calls, 0).tool_calls[0].arguments for r in out] == [
+        {"seed": i} for i in range(9)
+    ]
     assert out[0].prompt_tokens == 10 and out[0].completion_tokens == 3 and out[0].prefill_tokens == 6
     assert "auth=yes" in log.read_text()
     assert "sk-secret-123" not in repr(backend.describe()) and "sk-secret-123" not in repr(backend)
@@ -181,8 +183,19 @@ def test_episode_through_transformers_serve_matches_in_process(tmp_path):
             ("local", TransformersBackend(model)),
         ):
             store = EpisodeStore(tmp_path / f"{name}.jsonl")
-            run_cell(domain, tasks, LLMAgent(compact=True, max_new_tokens=16), ScriptedUser(), settings, 1, 0, store,
-                     backends={"agent": backend}, max_in_flight=2, progress=False)
+            run_cell(
+                domain,
+                tasks,
+                LLMAgent(compact=True, max_new_tokens=16),
+                ScriptedUser(),
+                settings,
+                1,
+                0,
+                store,
+                backends={"agent": backend},
+                max_in_flight=2,
+                progress=False,
+            )
             records = sorted(store.records(), key=lambda r: r["task_id"])
             assert all(r["termination"] != "infrastructure_error" for r in records), [r["termination"] for r in records]
             assert all(r["usage"]["completion_tokens"] > 0 and len(r["messages"]) >= 4 for r in records)

@@ -18,16 +18,9 @@ from flatscore.backends.serve import (
 from flatscore.backends.testing import process_alive
 
 
-
-
-
-
-
-
 @pytest.fixture
 def alive():
     return process_alive
-
 
 
 def test_starts_serves_and_stops(fake_server, tmp_path, alive):
@@ -83,7 +76,9 @@ def test_never_healthy_times_out_and_is_killed(fake_server, tmp_path, alive):
 
 
 def test_vllm_command():
-    cmd = vllm_command("/models/q4", port=8001, quantization="compressed-tensors", max_model_len=4096, extra_args=["--enforce-eager"])
+    cmd = vllm_command(
+        "/models/q4", port=8001, quantization="compressed-tensors", max_model_len=4096, extra_args=["--enforce-eager"]
+    )
     assert cmd[:3] == ["vllm", "serve", "/models/q4"]
     joined = " ".join(cmd)
     assert "--enable-auto-tool-choice" in cmd and "--tool-call-parser hermes" in joined

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from flatscore.backends.base import ModelRequest
-from flatscore.backends.transformers_backend import TransformersBackend, simple_render
 from flatscore.backends.testing import SAMPLE_TOOLS as TOOLS
+from flatscore.backends.transformers_backend import TransformersBackend, simple_render
 
 PROMPTS = [
     "Hi",
@@ -16,11 +16,6 @@ PROMPTS = [
     "a",
     "Please do this on your phone: toggle_airplane_mode()",
 ]
-
-
-
-
-
 
 
 def _req(i: int, text: str, **kw) -> ModelRequest:
@@ -65,8 +60,10 @@ def test_rows_finishing_at_different_steps(tiny_model_dir):
     batched = TransformersBackend(tiny_model_dir, reuse_kv=True)
     histories = [[{"role": "user", "content": p}] for p in PROMPTS]
     for turn in range(2):
-        reqs = [ModelRequest(messages=list(h), seed=turn, max_new_tokens=m, cache_key=f"ep{i}:agent")
-                for i, (h, m) in enumerate(zip(histories, limits))]
+        reqs = [
+            ModelRequest(messages=list(h), seed=turn, max_new_tokens=m, cache_key=f"ep{i}:agent")
+            for i, (h, m) in enumerate(zip(histories, limits))
+        ]
         one = [plain.generate([r])[0] for r in reqs]
         many = batched.generate(reqs)
         assert [r.text for r in many] == [r.text for r in one]
@@ -104,7 +101,10 @@ def test_seeded_sampling_independent_of_batch(tiny_model_dir):
 
 def _conversation(backend: TransformersBackend, key: str | None, turns: int = 4):
     """A growing chat: the answer goes back into the history each turn."""
-    messages = [{"role": "system", "content": "You are a helpful agent."}, {"role": "user", "content": "Hi, I need help."}]
+    messages = [
+        {"role": "system", "content": "You are a helpful agent."},
+        {"role": "user", "content": "Hi, I need help."},
+    ]
     out = []
     for t in range(turns):
         resp = backend.generate(
@@ -151,7 +151,9 @@ def test_kv_reuse_batched_conversations_and_divergence(tiny_model_dir):
             h.append({"role": "assistant", "content": r.text})
             h.append({"role": "user", "content": f"ok {turn}"})
     # a prompt that does not continue the cached one is recomputed (and still correct)
-    other = ModelRequest(messages=[{"role": "user", "content": "completely different"}], max_new_tokens=10, cache_key="ep0:agent")
+    other = ModelRequest(
+        messages=[{"role": "user", "content": "completely different"}], max_new_tokens=10, cache_key="ep0:agent"
+    )
     y = reuse.generate([other])[0]
     assert y.text == plain.generate([other])[0].text
     assert y.prefill_tokens < y.prompt_tokens  # only the shared template header is reused

@@ -14,7 +14,9 @@ PAIRS = {"inference": "Dockerfile.inference", "runtime": "Dockerfile.runtime"}
 
 
 def _from(dockerfile: Path) -> str:
-    froms = [line.split()[1] for line in dockerfile.read_text().splitlines() if line.strip().upper().startswith("FROM ")]
+    froms = [
+        line.split()[1] for line in dockerfile.read_text().splitlines() if line.strip().upper().startswith("FROM ")
+    ]
     assert len(froms) == 1, f"{dockerfile.name}: expected one FROM, got {froms}"
     return froms[0]
 
@@ -66,7 +68,7 @@ def test_def_file_matches_dockerfile(name: str) -> None:
     # The same pinned installs happen in both.
     docker_pins = set(re.findall(r"[\w.\-\[\]]+==[\w.+]+", dockerfile.read_text()))
     def_pins = set(re.findall(r"[\w.\-\[\]]+==[\w.+]+", post))
-    assert docker_pins == def_pins, (docker_pins ^ def_pins)
+    assert docker_pins == def_pins, docker_pins ^ def_pins
     # The project's sources go into the image in both.
     assert "src" in sections["files"] and "pyproject.toml" in sections["files"]
 

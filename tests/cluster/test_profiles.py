@@ -68,7 +68,11 @@ def test_lint_is_clean(profile: str, tmp_path: Path) -> None:
     env = dict(os.environ, FLATSCORE_SLURM_PARTITION="debug", FLATSCORE_SLURM_ACCOUNT="root")
     res = subprocess.run(
         [sys.executable, "-m", "snakemake", "--profile", str(PROFILES / profile), "--lint", "--nolock"],
-        cwd=REPO, capture_output=True, text=True, timeout=300, env=env,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
     )
     out = res.stdout + res.stderr
     assert res.returncode == 0 and "Congratulations, your workflow is in a good condition" in out, out[-3000:]

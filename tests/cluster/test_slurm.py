@@ -56,7 +56,9 @@ def _env() -> dict[str, str]:
     return env
 
 
-def _snakemake(workdir: Path, *args: str, profile: Path = CI_PROFILE, timeout: int = TIMEOUT) -> subprocess.CompletedProcess:
+def _snakemake(
+    workdir: Path, *args: str, profile: Path = CI_PROFILE, timeout: int = TIMEOUT
+) -> subprocess.CompletedProcess:
     cmd = [sys.executable, "-m", "snakemake", "--profile", str(profile), "--directory", str(workdir), *args]
     return subprocess.run(cmd, cwd=workdir, capture_output=True, text=True, timeout=timeout, env=_env())
 
@@ -159,7 +161,11 @@ def _comparable(metrics: dict) -> dict:
 
 
 def _aggregate_csvs(results: Path) -> dict[str, Path]:
-    return {str(p.relative_to(results)): p for p in sorted(results.rglob("*.csv")) if "aggregate" in str(p.relative_to(results))}
+    return {
+        str(p.relative_to(results)): p
+        for p in sorted(results.rglob("*.csv"))
+        if "aggregate" in str(p.relative_to(results))
+    }
 
 
 def _frame(path: Path):
@@ -193,7 +199,10 @@ def _deterministic_config(dst: Path) -> Path:
     return dst
 
 
-@pytest.mark.skipif(not (WORKFLOW.exists() and TEST_CONFIG.exists()), reason="workflow not present (Snakefile / .test/config/config.yaml)")
+@pytest.mark.skipif(
+    not (WORKFLOW.exists() and TEST_CONFIG.exists()),
+    reason="workflow not present (Snakefile / .test/config/config.yaml)",
+)
 def test_tiny_study_on_slurm_equals_local(slurm: None, tmp_path: Path) -> None:
     import pandas.testing as pdt
 
@@ -206,8 +215,18 @@ def test_tiny_study_on_slurm_equals_local(slurm: None, tmp_path: Path) -> None:
         work = tmp_path / name
         work.mkdir()
         cmd = [
-            sys.executable, "-m", "snakemake", "--snakefile", str(WORKFLOW), "--profile", str(profile),
-            "--directory", str(work), "--configfile", str(config), *extra,
+            sys.executable,
+            "-m",
+            "snakemake",
+            "--snakefile",
+            str(WORKFLOW),
+            "--profile",
+            str(profile),
+            "--directory",
+            str(work),
+            "--configfile",
+            str(config),
+            *extra,
         ]
         res = subprocess.run(cmd, cwd=work, capture_output=True, text=True, timeout=3 * TIMEOUT, env=_env())
         log = res.stdout + res.stderr
@@ -225,7 +244,10 @@ def test_tiny_study_on_slurm_equals_local(slurm: None, tmp_path: Path) -> None:
     for m in local_cells:
         other = tmp_path / "slurm" / m.relative_to(tmp_path / "local")
         a, b = (_comparable(json.loads(x.read_text())) for x in (m, other))
-        assert a == b, (str(m.relative_to(tmp_path / "local")), {k: (a.get(k), b.get(k)) for k in a.keys() | b.keys() if a.get(k) != b.get(k)})
+        assert a == b, (
+            str(m.relative_to(tmp_path / "local")),
+            {k: (a.get(k), b.get(k)) for k in a.keys() | b.keys() if a.get(k) != b.get(k)},
+        )
     assert runs["local"], "the local run wrote no aggregate CSVs"
     assert runs["local"].keys() == runs["slurm"].keys()
     for rel, path in runs["local"].items():

@@ -65,7 +65,7 @@ def test_tool_mutation_stays_in_its_episode(domain: RetailDomain) -> None:
 def test_digest_cache_holds_only_pristine_records(domain: RetailDomain) -> None:
     """State digests cache per-record digests of shared records only: an episode's private
     (changed) record is digested afresh and never leaks into another episode's digest."""
-    from flatscore.domains.environment import record_digests, to_plain, _sha256_of_plain
+    from flatscore.domains.environment import _sha256_of_plain, record_digests, to_plain
 
     order_id = _pending_order(domain)
     before = domain.fresh_environment().state_hash()

@@ -19,15 +19,30 @@ from flatscore.domains.toolkit import ArgumentsError, ToolError, render_result
 TAU2_RETAIL = Path(__file__).resolve().parents[2].parent / "shared" / "tau2" / "retail"
 
 TAU2_TOOLS = {
-    "calculate", "cancel_pending_order", "exchange_delivered_order_items", "find_user_id_by_email",
-    "find_user_id_by_name_zip", "get_item_details", "get_order_details", "get_product_details",
-    "get_user_details", "list_all_product_types", "modify_pending_order_address", "modify_pending_order_items",
-    "modify_pending_order_payment", "modify_user_address", "return_delivered_order_items",
+    "calculate",
+    "cancel_pending_order",
+    "exchange_delivered_order_items",
+    "find_user_id_by_email",
+    "find_user_id_by_name_zip",
+    "get_item_details",
+    "get_order_details",
+    "get_product_details",
+    "get_user_details",
+    "list_all_product_types",
+    "modify_pending_order_address",
+    "modify_pending_order_items",
+    "modify_pending_order_payment",
+    "modify_user_address",
+    "return_delivered_order_items",
     "transfer_to_human_agents",
 }
 WRITE_TOOLS = {
-    "cancel_pending_order", "exchange_delivered_order_items", "modify_pending_order_address",
-    "modify_pending_order_items", "modify_pending_order_payment", "modify_user_address",
+    "cancel_pending_order",
+    "exchange_delivered_order_items",
+    "modify_pending_order_address",
+    "modify_pending_order_items",
+    "modify_pending_order_payment",
+    "modify_user_address",
     "return_delivered_order_items",
 }
 
@@ -171,22 +186,46 @@ def test_order_errors(env) -> None:
     with pytest.raises(ToolError, match="^Order not found$"):
         env.invoke("assistant", "get_order_details", {"order_id": "W0000000"})
     with pytest.raises(ToolError, match="^Non-delivered order cannot be returned$"):
-        env.invoke("assistant", "return_delivered_order_items",
-                   {"order_id": pending.order_id, "item_ids": [pending.items[0].item_id],
-                    "payment_method_id": pending.payment_history[0].payment_method_id})
+        env.invoke(
+            "assistant",
+            "return_delivered_order_items",
+            {
+                "order_id": pending.order_id,
+                "item_ids": [pending.items[0].item_id],
+                "payment_method_id": pending.payment_history[0].payment_method_id,
+            },
+        )
     with pytest.raises(ToolError, match="^Non-delivered order cannot be exchanged$"):
-        env.invoke("assistant", "exchange_delivered_order_items",
-                   {"order_id": pending.order_id, "item_ids": [], "new_item_ids": [],
-                    "payment_method_id": pending.payment_history[0].payment_method_id})
+        env.invoke(
+            "assistant",
+            "exchange_delivered_order_items",
+            {
+                "order_id": pending.order_id,
+                "item_ids": [],
+                "new_item_ids": [],
+                "payment_method_id": pending.payment_history[0].payment_method_id,
+            },
+        )
     with pytest.raises(ToolError, match="^Some item not found$"):
-        env.invoke("assistant", "return_delivered_order_items",
-                   {"order_id": delivered.order_id, "item_ids": ["0000000000"],
-                    "payment_method_id": delivered.payment_history[0].payment_method_id})
+        env.invoke(
+            "assistant",
+            "return_delivered_order_items",
+            {
+                "order_id": delivered.order_id,
+                "item_ids": ["0000000000"],
+                "payment_method_id": delivered.payment_history[0].payment_method_id,
+            },
+        )
     with pytest.raises(ToolError, match="^Payment method not found$"):
-        env.invoke("assistant", "modify_pending_order_payment", {"order_id": pending.order_id, "payment_method_id": "paypal_0"})
+        env.invoke(
+            "assistant", "modify_pending_order_payment", {"order_id": pending.order_id, "payment_method_id": "paypal_0"}
+        )
     with pytest.raises(ToolError, match="^The new payment method should be different from the current one$"):
-        env.invoke("assistant", "modify_pending_order_payment",
-                   {"order_id": pending.order_id, "payment_method_id": pending.payment_history[0].payment_method_id})
+        env.invoke(
+            "assistant",
+            "modify_pending_order_payment",
+            {"order_id": pending.order_id, "payment_method_id": pending.payment_history[0].payment_method_id},
+        )
     with pytest.raises(ToolError, match="^User not found$"):
         env.invoke("assistant", "find_user_id_by_email", {"email": "nobody@example.com"})
     with pytest.raises(ToolError, match="^Item not found$"):
@@ -224,15 +263,27 @@ def test_return_refund_rules(env) -> None:
 
     order = _order_where(env, has_other_card)
     user = db.users[order.user_id]
-    other = next(pid for pid, m in user.payment_methods.items()
-                 if not isinstance(m, GiftCard) and pid != order.payment_history[0].payment_method_id)
+    other = next(
+        pid
+        for pid, m in user.payment_methods.items()
+        if not isinstance(m, GiftCard) and pid != order.payment_history[0].payment_method_id
+    )
     item_ids = [i.item_id for i in order.items]
     with pytest.raises(ToolError, match="^Payment method should be the original payment method$"):
-        env.invoke("assistant", "return_delivered_order_items",
-                   {"order_id": order.order_id, "item_ids": item_ids, "payment_method_id": other})
-    result = env.invoke("assistant", "return_delivered_order_items",
-                        {"order_id": order.order_id, "item_ids": item_ids[::-1],
-                         "payment_method_id": order.payment_history[0].payment_method_id})
+        env.invoke(
+            "assistant",
+            "return_delivered_order_items",
+            {"order_id": order.order_id, "item_ids": item_ids, "payment_method_id": other},
+        )
+    result = env.invoke(
+        "assistant",
+        "return_delivered_order_items",
+        {
+            "order_id": order.order_id,
+            "item_ids": item_ids[::-1],
+            "payment_method_id": order.payment_history[0].payment_method_id,
+        },
+    )
     assert result.status == "return requested"
     assert result.return_items == sorted(item_ids)
     assert db.orders[order.order_id].status == "return requested"
@@ -241,11 +292,17 @@ def test_return_refund_rules(env) -> None:
 def test_cancel_refunds_gift_card_at_once(env) -> None:
     db = _db(env)
     order = _order_where(
-        env, lambda o: o.status == "pending"
-        and isinstance(db.users[o.user_id].payment_methods[o.payment_history[0].payment_method_id], GiftCard))
+        env,
+        lambda o: (
+            o.status == "pending"
+            and isinstance(db.users[o.user_id].payment_methods[o.payment_history[0].payment_method_id], GiftCard)
+        ),
+    )
     card = db.users[order.user_id].payment_methods[order.payment_history[0].payment_method_id]
     balance, amount = card.balance, order.payment_history[0].amount
-    result = env.invoke("assistant", "cancel_pending_order", {"order_id": order.order_id, "reason": "ordered by mistake"})
+    result = env.invoke(
+        "assistant", "cancel_pending_order", {"order_id": order.order_id, "reason": "ordered by mistake"}
+    )
     assert result.status == "cancelled" and result.cancel_reason == "ordered by mistake"
     assert [p.transaction_type for p in result.payment_history] == ["payment", "refund"]
     assert result.payment_history[1].amount == amount
@@ -260,21 +317,34 @@ def test_modify_payment_moves_gift_card_balance(env) -> None:
     def fits(o):
         user = db.users[o.user_id]
         return o.status == "pending" and any(
-            isinstance(m, GiftCard) and pid != o.payment_history[0].payment_method_id and m.balance >= o.payment_history[0].amount
-            for pid, m in user.payment_methods.items())
+            isinstance(m, GiftCard)
+            and pid != o.payment_history[0].payment_method_id
+            and m.balance >= o.payment_history[0].amount
+            for pid, m in user.payment_methods.items()
+        )
 
     order = _order_where(env, fits)
     user = db.users[order.user_id]
-    card_id, card = next((pid, m) for pid, m in user.payment_methods.items()
-                         if isinstance(m, GiftCard) and pid != order.payment_history[0].payment_method_id)
+    card_id, card = next(
+        (pid, m)
+        for pid, m in user.payment_methods.items()
+        if isinstance(m, GiftCard) and pid != order.payment_history[0].payment_method_id
+    )
     old_id, amount, balance = order.payment_history[0].payment_method_id, order.payment_history[0].amount, card.balance
-    result = env.invoke("assistant", "modify_pending_order_payment", {"order_id": order.order_id, "payment_method_id": card_id})
+    result = env.invoke(
+        "assistant", "modify_pending_order_payment", {"order_id": order.order_id, "payment_method_id": card_id}
+    )
     assert [(p.transaction_type, p.payment_method_id) for p in result.payment_history] == [
-        ("payment", old_id), ("payment", card_id), ("refund", old_id)]
+        ("payment", old_id),
+        ("payment", card_id),
+        ("refund", old_id),
+    ]
     assert card.balance == round(balance - amount, 2)
     assert result.status == "pending"
     with pytest.raises(ToolError, match="^There should be exactly one payment for a pending order$"):
-        env.invoke("assistant", "modify_pending_order_payment", {"order_id": order.order_id, "payment_method_id": old_id})
+        env.invoke(
+            "assistant", "modify_pending_order_payment", {"order_id": order.order_id, "payment_method_id": old_id}
+        )
 
 
 def _swappable_order(env, status: str, n_items: int):
@@ -284,7 +354,11 @@ def _swappable_order(env, status: str, n_items: int):
         return [v for v in db.products[item.product_id].variants.values() if v.available and v.item_id != item.item_id]
 
     for order in db.orders.values():
-        if order.status == status and len(order.items) >= n_items and all(alternatives(i) for i in order.items[:n_items]):
+        if (
+            order.status == status
+            and len(order.items) >= n_items
+            and all(alternatives(i) for i in order.items[:n_items])
+        ):
             items = order.items[:n_items]
             return order, items, [alternatives(i)[0] for i in items]
     pytest.fail(f"no {status} order with {n_items} swappable items")
@@ -300,29 +374,64 @@ def test_modify_items_updates_each_item_and_locks_order(env) -> None:
         pytest.skip("no payment method of the owner covers the difference")
     old_ids = [i.item_id for i in items]
     with pytest.raises(ToolError, match="^The number of items to be exchanged should match$"):
-        env.invoke("assistant", "modify_pending_order_items",
-                   {"order_id": order.order_id, "item_ids": old_ids, "new_item_ids": old_ids[:1], "payment_method_id": pid})
+        env.invoke(
+            "assistant",
+            "modify_pending_order_items",
+            {"order_id": order.order_id, "item_ids": old_ids, "new_item_ids": old_ids[:1], "payment_method_id": pid},
+        )
     with pytest.raises(ToolError, match="^The new item id should be different from the old item id$"):
-        env.invoke("assistant", "modify_pending_order_items",
-                   {"order_id": order.order_id, "item_ids": old_ids[:1], "new_item_ids": old_ids[:1], "payment_method_id": pid})
-    result = env.invoke("assistant", "modify_pending_order_items",
-                        {"order_id": order.order_id, "item_ids": old_ids,
-                         "new_item_ids": [t.item_id for t in targets], "payment_method_id": pid})
+        env.invoke(
+            "assistant",
+            "modify_pending_order_items",
+            {
+                "order_id": order.order_id,
+                "item_ids": old_ids[:1],
+                "new_item_ids": old_ids[:1],
+                "payment_method_id": pid,
+            },
+        )
+    result = env.invoke(
+        "assistant",
+        "modify_pending_order_items",
+        {
+            "order_id": order.order_id,
+            "item_ids": old_ids,
+            "new_item_ids": [t.item_id for t in targets],
+            "payment_method_id": pid,
+        },
+    )
     assert result.status == "pending (item modified)"
     for item, target in zip(result.items[:2], targets):
         assert (item.item_id, item.price, item.options) == (target.item_id, target.price, target.options)
     last = result.payment_history[-1]
     assert last.transaction_type == ("payment" if diff > 0 else "refund") and last.amount == abs(diff)
     with pytest.raises(ToolError, match="^Non-pending order cannot be modified$"):
-        env.invoke("assistant", "modify_pending_order_items",
-                   {"order_id": order.order_id, "item_ids": [targets[0].item_id], "new_item_ids": [old_ids[0]],
-                    "payment_method_id": pid})
+        env.invoke(
+            "assistant",
+            "modify_pending_order_items",
+            {
+                "order_id": order.order_id,
+                "item_ids": [targets[0].item_id],
+                "new_item_ids": [old_ids[0]],
+                "payment_method_id": pid,
+            },
+        )
     with pytest.raises(ToolError, match="^Non-pending order cannot be cancelled$"):
         env.invoke("assistant", "cancel_pending_order", {"order_id": order.order_id, "reason": "no longer needed"})
     # the address of an item-modified order can still change ('pending' in the status)
-    moved = env.invoke("assistant", "modify_pending_order_address",
-                       {"order_id": order.order_id, "address1": "1 Test Road", "address2": "", "city": "Reno",
-                        "state": "NV", "country": "USA", "zip": "89501"})
+    moved = env.invoke(
+        "assistant",
+        "modify_pending_order_address",
+        {
+            "order_id": order.order_id,
+            "address1": "1 Test Road",
+            "address2": "",
+            "city": "Reno",
+            "state": "NV",
+            "country": "USA",
+            "zip": "89501",
+        },
+    )
     assert moved.address.city == "Reno"
 
 
@@ -335,12 +444,26 @@ def test_exchange_records_request_and_difference(env) -> None:
     if isinstance(method, GiftCard) and method.balance < diff:
         pytest.skip("original gift card cannot cover the difference")
     with pytest.raises(ToolError, match=r"^Number of 0000000000 not found\.$"):
-        env.invoke("assistant", "exchange_delivered_order_items",
-                   {"order_id": order.order_id, "item_ids": ["0000000000"], "new_item_ids": [targets[0].item_id],
-                    "payment_method_id": pid})
-    result = env.invoke("assistant", "exchange_delivered_order_items",
-                        {"order_id": order.order_id, "item_ids": [items[0].item_id],
-                         "new_item_ids": [targets[0].item_id], "payment_method_id": pid})
+        env.invoke(
+            "assistant",
+            "exchange_delivered_order_items",
+            {
+                "order_id": order.order_id,
+                "item_ids": ["0000000000"],
+                "new_item_ids": [targets[0].item_id],
+                "payment_method_id": pid,
+            },
+        )
+    result = env.invoke(
+        "assistant",
+        "exchange_delivered_order_items",
+        {
+            "order_id": order.order_id,
+            "item_ids": [items[0].item_id],
+            "new_item_ids": [targets[0].item_id],
+            "payment_method_id": pid,
+        },
+    )
     assert result.status == "exchange requested"
     assert result.exchange_items == [items[0].item_id] and result.exchange_new_items == [targets[0].item_id]
     assert result.exchange_price_difference == diff and result.exchange_payment_method_id == pid
@@ -351,12 +474,24 @@ def test_lookups_and_generic_tools(env) -> None:
     db = _db(env)
     user = next(iter(db.users.values()))
     assert env.invoke("assistant", "find_user_id_by_email", {"email": user.email.upper()}) == user.user_id
-    assert env.invoke("assistant", "find_user_id_by_name_zip",
-                      {"first_name": user.name.first_name.lower(), "last_name": user.name.last_name.upper(),
-                       "zip": user.address.zip}) == user.user_id
+    assert (
+        env.invoke(
+            "assistant",
+            "find_user_id_by_name_zip",
+            {
+                "first_name": user.name.first_name.lower(),
+                "last_name": user.name.last_name.upper(),
+                "zip": user.address.zip,
+            },
+        )
+        == user.user_id
+    )
     with pytest.raises(ToolError, match="^User not found$"):
-        env.invoke("assistant", "find_user_id_by_name_zip",
-                   {"first_name": user.name.first_name, "last_name": user.name.last_name, "zip": "00000"})
+        env.invoke(
+            "assistant",
+            "find_user_id_by_name_zip",
+            {"first_name": user.name.first_name, "last_name": user.name.last_name, "zip": "00000"},
+        )
     listing = json.loads(env.invoke("assistant", "list_all_product_types", {}))
     assert listing == {p.name: pid for pid, p in db.products.items()}
     assert list(listing) == sorted(listing)
@@ -377,9 +512,19 @@ def test_lookups_and_generic_tools(env) -> None:
 def test_results_are_snapshots(env) -> None:
     order = _order_where(env, lambda o: "pending" in o.status)
     seen = env.invoke("assistant", "get_order_details", {"order_id": order.order_id})
-    env.invoke("assistant", "modify_pending_order_address",
-               {"order_id": order.order_id, "address1": "9 New Street", "address2": "Apt 2", "city": "Reno",
-                "state": "NV", "country": "USA", "zip": "89501"})
+    env.invoke(
+        "assistant",
+        "modify_pending_order_address",
+        {
+            "order_id": order.order_id,
+            "address1": "9 New Street",
+            "address2": "Apt 2",
+            "city": "Reno",
+            "state": "NV",
+            "country": "USA",
+            "zip": "89501",
+        },
+    )
     assert seen.address.address1 != "9 New Street"
     assert _db(env).orders[order.order_id].address.address1 == "9 New Street"
 
@@ -506,9 +651,18 @@ def test_generated_tasks_replay_and_change_state(gen_domain: RetailDomain) -> No
         for s in info:
             assert any(s in text for text in texts), (task.id, s)
     expected = {
-        "cancel_pending_order", "modify_pending_order_address", "modify_pending_order_items",
-        "modify_pending_order_payment", "return_delivered_order_items", "exchange_delivered_order_items",
-        "modify_user_address", "calculate", "COMMUNICATE", "get_product_details", "get_user_details",
-        "find_user_id_by_email", "find_user_id_by_name_zip",
+        "cancel_pending_order",
+        "modify_pending_order_address",
+        "modify_pending_order_items",
+        "modify_pending_order_payment",
+        "return_delivered_order_items",
+        "exchange_delivered_order_items",
+        "modify_user_address",
+        "calculate",
+        "COMMUNICATE",
+        "get_product_details",
+        "get_user_details",
+        "find_user_id_by_email",
+        "find_user_id_by_name_zip",
     }
     assert expected <= kinds, expected - kinds

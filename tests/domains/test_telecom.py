@@ -46,14 +46,18 @@ def _replay_check(domain: TelecomDomain, task: Task) -> None:
         # ground truth is only a transfer: the fault cannot be fixed, the phone really has no
         # service, and the assertion (service stays down) holds throughout
         down = env.run_env_function(
-            EnvFunctionCall(env_type="user", func_name="assert_service_status", arguments={"expected_status": "connected"})
+            EnvFunctionCall(
+                env_type="user", func_name="assert_service_status", arguments={"expected_status": "connected"}
+            )
         )
         assert down is False, f"{task.id}: transfer-only task but the phone is connected"
     for action in task.actions:
         before_hash = env.state_hash()
         env.invoke(action.requestor, action.name, action.arguments)
         if env.state_hash() != before_hash:
-            assert env.tool_specs(action.requestor)[action.name].mutates, f"{action.name} changed state but is not mutates=True"
+            assert env.tool_specs(action.requestor)[action.name].mutates, (
+                f"{action.name} changed state but is not mutates=True"
+            )
     after = env.check_assertions(assertions)
     failed = [r for r in after if not r["met"]]
     assert not failed, f"{task.id}: assertions fail after replay: {failed}"
@@ -102,8 +106,11 @@ def env(gen_dir: Path) -> TelecomEnvironment:
     customer = db.customers[0]
     line = next(ln for ln in db.lines if ln.line_id in customer.line_ids and ln.status.value == "Active")
     environment.run_env_function(
-        EnvFunctionCall(env_type="user", func_name="set_user_info",
-                        arguments={"name": customer.full_name, "phone_number": line.phone_number})
+        EnvFunctionCall(
+            env_type="user",
+            func_name="set_user_info",
+            arguments={"name": customer.full_name, "phone_number": line.phone_number},
+        )
     )
     environment.customer, environment.line = customer, line  # type: ignore[attr-defined]
     return environment
@@ -164,9 +171,13 @@ def test_cross_side_sync(env: TelecomEnvironment) -> None:
     env.invoke("assistant", "enable_roaming", {"customer_id": cid, "line_id": lid})
     assert surroundings.roaming_allowed is True
 
-    env.run_env_function(EnvFunctionCall(
-        env_type="assistant", func_name="suspend_line_for_overdue_bill",
-        arguments={"customer_id": cid, "line_id": lid, "new_bill_id": "BX1", "contract_ended": False}))
+    env.run_env_function(
+        EnvFunctionCall(
+            env_type="assistant",
+            func_name="suspend_line_for_overdue_bill",
+            arguments={"customer_id": cid, "line_id": lid, "new_bill_id": "BX1", "contract_ended": False},
+        )
+    )
     assert surroundings.line_active is False
     assert "No payment request" in env.invoke("user", "check_payment_request", {})
     env.invoke("assistant", "send_payment_request", {"customer_id": cid, "bill_id": "BX1"})
@@ -220,17 +231,34 @@ def test_tool_sets_and_schemas() -> None:
     agent, user = set(TelecomTools.tool_names()), set(TelecomUserTools.tool_names())
     assert agent and user and not agent & user
     # set-up and assertion functions exist but are not tools
-    for name in ("set_data_usage", "suspend_line_for_overdue_bill", "assert_no_overdue_bill", "assert_data_refueling_amount"):
+    for name in (
+        "set_data_usage",
+        "suspend_line_for_overdue_bill",
+        "assert_no_overdue_bill",
+        "assert_data_refueling_amount",
+    ):
         assert callable(getattr(TelecomTools, name)) and name not in agent
-    for name in ("set_user_info", "turn_airplane_mode_on", "break_vpn", "lock_sim_card", "simulate_network_search",
-                 "assert_can_send_mms", "assert_internet_speed", "remove_app_permission"):
+    for name in (
+        "set_user_info",
+        "turn_airplane_mode_on",
+        "break_vpn",
+        "lock_sim_card",
+        "simulate_network_search",
+        "assert_can_send_mms",
+        "assert_internet_speed",
+        "remove_app_permission",
+    ):
         assert callable(getattr(TelecomUserTools, name)) and name not in user
     for kit in (TelecomTools, TelecomUserTools):
         for spec in kit.specs.values():
-            params = {n: p for n, p in inspect.signature(getattr(kit, spec.method_name)).parameters.items() if n != "self"}
+            params = {
+                n: p for n, p in inspect.signature(getattr(kit, spec.method_name)).parameters.items() if n != "self"
+            }
             fn = spec.openai_schema()["function"]
             assert set(fn["parameters"]["properties"]) == set(params), spec.name
-            assert set(fn["parameters"]["required"]) == {n for n, p in params.items() if p.default is inspect.Parameter.empty}
+            assert set(fn["parameters"]["required"]) == {
+                n for n, p in params.items() if p.default is inspect.Parameter.empty
+            }
             assert fn["description"] and len(fn["description"]) < 300
     modes = TelecomUserTools.specs["set_network_mode_preference"].openai_schema()["function"]["parameters"]
     assert set(modes["properties"]["mode"]["enum"]) == {"4g_5g_preferred", "4g_only", "3g_only", "2g_only"}
@@ -264,7 +292,9 @@ def test_generator_parameters(tmp_path: Path) -> None:
 
 def test_customer_lookup_by_name(env: TelecomEnvironment) -> None:
     customer = env.customer  # type: ignore[attr-defined]
-    found = env.invoke("assistant", "get_customer_by_name", {"full_name": customer.full_name.upper(), "dob": customer.date_of_birth})
+    found = env.invoke(
+        "assistant", "get_customer_by_name", {"full_name": customer.full_name.upper(), "dob": customer.date_of_birth}
+    )
     assert [c.customer_id for c in found] == [customer.customer_id]
     assert env.invoke("assistant", "get_customer_by_name", {"full_name": customer.full_name, "dob": "1900-01-01"}) == []
 

@@ -75,8 +75,14 @@ def test_hallucination_counts_match_injected_events_exactly(retail, tmp_path):
 
 
 def test_every_channel_is_counted_as_injected(telecom, tmp_path):
-    rates = NoiseRates(invented_tool=0.1, other_side_tool=0.1, invalid_arguments=0.1, tool_error=0.1, malformed_call=0.1,
-                       recover_plain=1.0)
+    rates = NoiseRates(
+        invented_tool=0.1,
+        other_side_tool=0.1,
+        invalid_arguments=0.1,
+        tool_error=0.1,
+        malformed_call=0.1,
+        recover_plain=1.0,
+    )
     agent = NoisyExpertAgent(rates)
     records = run(telecom, telecom.tasks()[:60], agent, EpisodeSettings(max_errors=100), tmp=tmp_path)
     for channel in ("invented_tool", "other_side_tool", "invalid_arguments", "tool_error", "malformed_call"):
@@ -111,7 +117,9 @@ def test_same_seed_is_byte_identical_and_tight_budget_is_a_prefix(telecom, tmp_p
     a = run(telecom, tasks, NoisyExpertAgent(rates), EpisodeSettings(max_errors=10), seed=3, tmp=tmp_path, name="a")
     b = run(telecom, tasks, NoisyExpertAgent(rates), EpisodeSettings(max_errors=10), seed=3, tmp=tmp_path, name="b")
     assert [canonical_without_timing(r) for r in a] == [canonical_without_timing(r) for r in b]
-    other_seed = run(telecom, tasks, NoisyExpertAgent(rates), EpisodeSettings(max_errors=10), seed=4, tmp=tmp_path, name="c")
+    other_seed = run(
+        telecom, tasks, NoisyExpertAgent(rates), EpisodeSettings(max_errors=10), seed=4, tmp=tmp_path, name="c"
+    )
     assert [r["messages"] for r in other_seed] != [r["messages"] for r in a]
     tight = run(telecom, tasks, NoisyExpertAgent(rates), EpisodeSettings(max_errors=2), seed=3, tmp=tmp_path, name="k2")
     cut = 0
@@ -129,7 +137,9 @@ def test_repair_message_follows_hallucinations_and_helps(retail, tmp_path):
     rates = NoiseRates(invented_tool=0.3, recover_plain=0.3, recover_repair=0.95)
     tasks = retail.tasks()[:60]
     off = run(retail, tasks, NoisyExpertAgent(rates), EpisodeSettings(max_errors=3), tmp=tmp_path, name="off")
-    on = run(retail, tasks, NoisyExpertAgent(rates), EpisodeSettings(max_errors=3, repair=True), tmp=tmp_path, name="on")
+    on = run(
+        retail, tasks, NoisyExpertAgent(rates), EpisodeSettings(max_errors=3, repair=True), tmp=tmp_path, name="on"
+    )
     for record in on:
         for message in record["messages"]:
             if message.get("channel") == "invented_tool":
@@ -158,12 +168,14 @@ class GarbageAgent(Agent):
         if kind == 1:
             return TurnOutput(malformed="garbage", raw=junk)
         name = rng.choice(self.tool_names + [junk or "x", "transfer_to_human_agents"])
-        values = [junk, rng.randrange(-10**9, 10**9), None, [junk], {"k": junk}, True, 1e308, "#W" + junk]
+        values = [junk, rng.randrange(-(10**9), 10**9), None, [junk], {"k": junk}, True, 1e308, "#W" + junk]
         if kind == 2:
             args: dict | str = junk
         else:
-            args = {rng.choice(["order_id", "user_id", junk or "a", "customer_id", "item_ids"]): rng.choice(values)
-                    for _ in range(rng.randrange(0, 4))}
+            args = {
+                rng.choice(["order_id", "user_id", junk or "a", "customer_id", "item_ids"]): rng.choice(values)
+                for _ in range(rng.randrange(0, 4))
+            }
         return TurnOutput(tool_calls=[ToolCall(f"c{view.turn}", name, args)])
         yield  # pragma: no cover
 
@@ -171,9 +183,17 @@ class GarbageAgent(Agent):
 @pytest.mark.parametrize("name", ["retail", "telecom"])
 def test_fuzzed_agent_output_never_crashes_and_every_error_has_a_channel(name, synthetic_dirs, tmp_path):
     domain = load_domain(name, synthetic_dirs[name])
-    tools = list(domain.fresh_environment().tool_specs("assistant")) + list(domain.fresh_environment().tool_specs("user"))
-    records = run(domain, domain.tasks()[:25], GarbageAgent(tools), EpisodeSettings(max_errors=30, max_steps=80),
-                  trials=4, tmp=tmp_path)
+    tools = list(domain.fresh_environment().tool_specs("assistant")) + list(
+        domain.fresh_environment().tool_specs("user")
+    )
+    records = run(
+        domain,
+        domain.tasks()[:25],
+        GarbageAgent(tools),
+        EpisodeSettings(max_errors=30, max_steps=80),
+        trials=4,
+        tmp=tmp_path,
+    )
     assert len(records) == 100
     total_errors = 0
     for record in records:
@@ -193,7 +213,9 @@ def test_tau2_compat_drops_malformed_episodes_and_says_so(retail, tmp_path):
     records = run(retail, retail.tasks()[:30], NoisyExpertAgent(rates), settings, tmp=tmp_path)
     dropped = [r for r in records if r["termination"] == "malformed_dropped"]
     assert dropped and all(not r["scored"] for r in dropped)
-    default = run(retail, retail.tasks()[:30], NoisyExpertAgent(rates), EpisodeSettings(max_errors=10), tmp=tmp_path, name="d")
+    default = run(
+        retail, retail.tasks()[:30], NoisyExpertAgent(rates), EpisodeSettings(max_errors=10), tmp=tmp_path, name="d"
+    )
     assert all(r["scored"] for r in default)
     assert sum(r["channels"]["malformed_call"] for r in default) >= len(dropped)
 
@@ -222,7 +244,18 @@ def test_records_are_json_lines_with_every_field(retail, tmp_path):
     records = run(retail, retail.tasks()[:3], ExpertAgent(), tmp=tmp_path)
     line = (tmp_path / "e.jsonl").read_text().splitlines()[0]
     parsed = json.loads(line)
-    for key in ("task_id", "trial", "seed", "messages", "channels", "termination", "reward", "steps", "timing", "usage"):
+    for key in (
+        "task_id",
+        "trial",
+        "seed",
+        "messages",
+        "channels",
+        "termination",
+        "reward",
+        "steps",
+        "timing",
+        "usage",
+    ):
         assert key in parsed
     assert records[0]["steps"] == len(records[0]["messages"])
 

@@ -15,8 +15,21 @@ import pytest
 from flatscore.engine.records import canonical_without_timing
 from flatscore.engine.store import EpisodeStore
 
-CELL = ["--domain", "telecom", "--agent", "noisy", "--noise", "invented_tool=0.2,tool_error=0.1",
-        "--budget", "10", "--trials", "3", "--seed", "5", "--no-progress"]
+CELL = [
+    "--domain",
+    "telecom",
+    "--agent",
+    "noisy",
+    "--noise",
+    "invented_tool=0.2,tool_error=0.1",
+    "--budget",
+    "10",
+    "--trials",
+    "3",
+    "--seed",
+    "5",
+    "--no-progress",
+]
 
 
 def flatscore(*args: str, **kwargs) -> subprocess.CompletedProcess:
@@ -44,8 +57,21 @@ def test_sigkill_mid_cell_resumes_to_the_uninterrupted_result(tmp_path, telecom_
     killed = tmp_path / "killed"
     kills = 0
     for threshold in (40, 150):
-        proc = subprocess.Popen([sys.executable, "-m", "flatscore.cli", "episodes", *CELL, "--data", str(telecom_data),
-                                 "--out", str(killed)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "flatscore.cli",
+                "episodes",
+                *CELL,
+                "--data",
+                str(telecom_data),
+                "--out",
+                str(killed),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         deadline = time.time() + 60
         while _lines(killed / "episodes.jsonl") < threshold and proc.poll() is None and time.time() < deadline:
             time.sleep(0.005)
@@ -83,8 +109,10 @@ def test_store_cuts_a_torn_last_line_and_keeps_the_rest(tmp_path):
         (["episodes", "--domain", "airline", "--out", "x"], "invalid choice: 'airline'"),
         (["episodes", "--domain", "retail", "--budget", "0", "--out", "x"], "--budget: expected an integer >= 1"),
         (["episodes", "--domain", "retail", "--trials", "two", "--out", "x"], "--trials: expected an integer >= 1"),
-        (["episodes", "--domain", "retail", "--agent", "noisy", "--noise", "invented_tool=2", "--out", "OUT"],
-         "noise rate 'invented_tool'"),
+        (
+            ["episodes", "--domain", "retail", "--agent", "noisy", "--noise", "invented_tool=2", "--out", "OUT"],
+            "noise rate 'invented_tool'",
+        ),
         (["episodes", "--domain", "retail", "--agent", "noisy", "--noise", "bogus=0.1", "--out", "OUT"], "--noise"),
         (["episodes", "--domain", "retail", "--data", "DATA", "--tasks", "nope", "--out", "OUT"], "unknown task id"),
     ],
@@ -114,20 +142,58 @@ def test_unreadable_task_file_is_a_clear_error(tmp_path):
 
 def test_out_folder_of_another_cell_is_refused_and_left_intact(tmp_path, telecom_data):
     out = tmp_path / "cell"
-    first = flatscore("episodes", *CELL[:-5], "--trials", "1", "--data", str(telecom_data), "--tasks", "first:3",
-                      "--out", str(out), "--no-progress")
+    first = flatscore(
+        "episodes",
+        *CELL[:-5],
+        "--trials",
+        "1",
+        "--data",
+        str(telecom_data),
+        "--tasks",
+        "first:3",
+        "--out",
+        str(out),
+        "--no-progress",
+    )
     assert first.returncode == 0, first.stderr
     before = (out / "episodes.jsonl").read_bytes()
-    other = flatscore("episodes", *CELL[:-5], "--trials", "1", "--budget", "2", "--data", str(telecom_data),
-                      "--tasks", "first:3", "--out", str(out), "--no-progress")
+    other = flatscore(
+        "episodes",
+        *CELL[:-5],
+        "--trials",
+        "1",
+        "--budget",
+        "2",
+        "--data",
+        str(telecom_data),
+        "--tasks",
+        "first:3",
+        "--out",
+        str(out),
+        "--no-progress",
+    )
     assert other.returncode == 2 and "holds results of another cell" in other.stderr
     assert (out / "episodes.jsonl").read_bytes() == before
 
 
 def test_cli_summary_and_files(tmp_path, telecom_data):
     out = tmp_path / "cell"
-    result = flatscore("episodes", "--domain", "telecom", "--agent", "expert", "--trials", "2", "--data",
-                       str(telecom_data), "--tasks", "first:5", "--out", str(out), "--no-progress")
+    result = flatscore(
+        "episodes",
+        "--domain",
+        "telecom",
+        "--agent",
+        "expert",
+        "--trials",
+        "2",
+        "--data",
+        str(telecom_data),
+        "--tasks",
+        "first:5",
+        "--out",
+        str(out),
+        "--no-progress",
+    )
     assert result.returncode == 0, result.stderr
     metrics = json.loads((out / "metrics.json").read_text())
     cell = json.loads((out / "cell.json").read_text())
@@ -138,8 +204,20 @@ def test_cli_summary_and_files(tmp_path, telecom_data):
 
 def test_supersede_moves_a_stale_cell_aside_and_keeps_it(tmp_path, telecom_data):
     out = tmp_path / "cell"
-    base = ["episodes", "--domain", "telecom", "--agent", "expert", "--data", str(telecom_data), "--out", str(out),
-            "--no-progress", "--tasks", "first:2"]
+    base = [
+        "episodes",
+        "--domain",
+        "telecom",
+        "--agent",
+        "expert",
+        "--data",
+        str(telecom_data),
+        "--out",
+        str(out),
+        "--no-progress",
+        "--tasks",
+        "first:2",
+    ]
     assert flatscore(*base).returncode == 0
     old = json.loads((out / "cell.json").read_text())["cell_hash"]
     old_episodes = (out / "episodes.jsonl").read_bytes()

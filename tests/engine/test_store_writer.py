@@ -21,9 +21,23 @@ from flatscore.engine.store_writer import StoreWriter
 
 def _record(i: int) -> EpisodeRecord:
     return EpisodeRecord(
-        task_id=f"t{i}", trial=0, seed=i, domain="retail", budget=4, repair=False, termination="agent_stop",
-        reward=1.0, scored=True, reward_info={}, errors_counted=0, channels={}, error_events=[],
-        agent_tool_calls=0, user_tool_calls=0, steps=1, messages=[{"role": "assistant", "content": "x" * i}],
+        task_id=f"t{i}",
+        trial=0,
+        seed=i,
+        domain="retail",
+        budget=4,
+        repair=False,
+        termination="agent_stop",
+        reward=1.0,
+        scored=True,
+        reward_info={},
+        errors_counted=0,
+        channels={},
+        error_events=[],
+        agent_tool_calls=0,
+        user_tool_calls=0,
+        steps=1,
+        messages=[{"role": "assistant", "content": "x" * i}],
     )
 
 
@@ -101,7 +115,9 @@ def test_sigkill_loses_at_most_max_pending(tmp_path: Path) -> None:
     script = tmp_path / "child.py"
     script.write_text(_CHILD.format(tests=str(Path(__file__).parent)))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    proc = subprocess.Popen([sys.executable, str(script), str(path), str(bound)], stdout=subprocess.PIPE, text=True, env=env)
+    proc = subprocess.Popen(
+        [sys.executable, str(script), str(path), str(bound)], stdout=subprocess.PIPE, text=True, env=env
+    )
     handed = -1
     assert proc.stdout is not None
     for line in proc.stdout:
@@ -132,10 +148,23 @@ def test_run_cell_write_behind_equals_synchronous(name: str, synthetic_dirs, tmp
     tasks = domain.tasks()[:12]
     out = {}
     for mode, behind in (("sync", 0), ("behind", 3)):
-        for agent_name, agent in (("expert", ExpertAgent()), ("noisy", NoisyExpertAgent(NoiseRates(invented_tool=0.3)))):
+        for agent_name, agent in (
+            ("expert", ExpertAgent()),
+            ("noisy", NoisyExpertAgent(NoiseRates(invented_tool=0.3))),
+        ):
             store = EpisodeStore(tmp_path / f"{mode}_{agent_name}.jsonl")
-            run_cell(domain, tasks, agent, ScriptedUser(), EpisodeSettings(max_errors=4), 2, 7, store, progress=False,
-                     write_behind=behind)
+            run_cell(
+                domain,
+                tasks,
+                agent,
+                ScriptedUser(),
+                EpisodeSettings(max_errors=4),
+                2,
+                7,
+                store,
+                progress=False,
+                write_behind=behind,
+            )
             out[mode, agent_name] = [canonical_without_timing(r) for r in store.records()]
     for agent_name in ("expert", "noisy"):
         assert out["sync", agent_name] == out["behind", agent_name]
@@ -150,9 +179,8 @@ def test_record_line_equals_dumping_asdict(synthetic_dirs, tmp_path: Path) -> No
     from flatscore.agents.expert import NoiseRates, NoisyExpertAgent
     from flatscore.agents.users import ScriptedUser
     from flatscore.domains import load_domain
-    from flatscore.engine.episode import EpisodeSettings
+    from flatscore.engine.episode import Episode, EpisodeSettings
     from flatscore.engine.runner import drive
-    from flatscore.engine.episode import Episode
     from flatscore.engine.scoring import Evaluator
 
     for name in ("retail", "telecom"):
@@ -160,8 +188,10 @@ def test_record_line_equals_dumping_asdict(synthetic_dirs, tmp_path: Path) -> No
         agent = NoisyExpertAgent(NoiseRates(invented_tool=0.3, tool_error=0.2, malformed_call=0.1))
         evaluator = Evaluator(domain)
         records: list[EpisodeRecord] = []
-        episodes = (Episode(domain, t, agent, ScriptedUser(), EpisodeSettings(max_errors=3), i, 0, evaluator)
-                    for i, t in enumerate(domain.tasks()[:10]))
+        episodes = (
+            Episode(domain, t, agent, ScriptedUser(), EpisodeSettings(max_errors=3), i, 0, evaluator)
+            for i, t in enumerate(domain.tasks()[:10])
+        )
         drive(episodes, None, records.append)
         assert any(r.error_events for r in records)
         for record in records:

@@ -19,19 +19,36 @@ from flatscore.models.demo import (
 from flatscore.models.demo.train import IGNORE, encode_for_training, train_demo_model
 
 TOOLS = [
-    {"type": "function", "function": {
-        "name": "get_user_details", "description": "Get a user's profile.",
-        "parameters": {"type": "object", "properties": {"user_id": {"type": "string"}}, "required": ["user_id"]}}},
-    {"type": "function", "function": {
-        "name": "return_delivered_order_items", "description": "Return items of a delivered order.",
-        "parameters": {"type": "object", "properties": {
-            "order_id": {"type": "string"},
-            "item_ids": {"type": "array", "items": {"type": "string"}},
-            "payment_method_id": {"type": "string"}},
-            "required": ["order_id", "item_ids"]}}},
+    {
+        "type": "function",
+        "function": {
+            "name": "get_user_details",
+            "description": "Get a user's profile.",
+            "parameters": {"type": "object", "properties": {"user_id": {"type": "string"}}, "required": ["user_id"]},
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "return_delivered_order_items",
+            "description": "Return items of a delivered order.",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "order_id": {"type": "string"},
+                    "item_ids": {"type": "array", "items": {"type": "string"}},
+                    "payment_method_id": {"type": "string"},
+                },
+                "required": ["order_id", "item_ids"],
+            },
+        },
+    },
     # bare (non-wrapped) function form is accepted too
-    {"name": "transfer_to_human_agents", "description": "Hand over.",
-     "parameters": {"type": "object", "properties": {"summary": {"type": "string"}}, "required": ["summary"]}},
+    {
+        "name": "transfer_to_human_agents",
+        "description": "Hand over.",
+        "parameters": {"type": "object", "properties": {"summary": {"type": "string"}}, "required": ["summary"]},
+    },
 ]
 
 
@@ -50,14 +67,33 @@ def make_conversations(n=8):
             {"role": "system", "content": "You are a helpful retail agent. Authenticate the user first."},
             {"role": "user", "content": f"Hello, I am {u} and I want to return an item from {oid}."},
             {"role": "assistant", "content": None, "tool_calls": [_tc(0, "get_user_details", user_id=u)]},
-            {"role": "tool", "tool_call_id": "c0", "name": "get_user_details",
-             "content": json.dumps({"user_id": u, "orders": [oid], "payment_methods": [f"gift_card_{i}"]})},
+            {
+                "role": "tool",
+                "tool_call_id": "c0",
+                "name": "get_user_details",
+                "content": json.dumps({"user_id": u, "orders": [oid], "payment_methods": [f"gift_card_{i}"]}),
+            },
             {"role": "assistant", "content": f"Thanks {u}. Which item of {oid} do you want to return?"},
             {"role": "user", "content": f"Item {item}, refund to my gift card."},
-            {"role": "assistant", "content": None, "tool_calls": [_tc(
-                1, "return_delivered_order_items", order_id=oid, item_ids=[item], payment_method_id=f"gift_card_{i}")]},
-            {"role": "tool", "tool_call_id": "c1", "name": "return_delivered_order_items",
-             "content": json.dumps({"order_id": oid, "status": "return requested"})},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    _tc(
+                        1,
+                        "return_delivered_order_items",
+                        order_id=oid,
+                        item_ids=[item],
+                        payment_method_id=f"gift_card_{i}",
+                    )
+                ],
+            },
+            {
+                "role": "tool",
+                "tool_call_id": "c1",
+                "name": "return_delivered_order_items",
+                "content": json.dumps({"order_id": oid, "status": "return requested"}),
+            },
             {"role": "assistant", "content": f"The return for {oid} is requested."},
         ]
         out.append({"messages": msgs, "tools": TOOLS})
@@ -132,8 +168,11 @@ def test_template_renders_tools_and_hermes_calls(tokenizer, convs):
     assert "<|im_start|>tool\n<tool_response>\n" in text and "</tool_response><|im_end|>" in text
     # Hermes tool calls round-trip to the same name/arguments
     calls = [json.loads(s) for s in re.findall(r"<tool_call>(.*?)</tool_call>", text, re.S)]
-    expected = [(tc["function"]["name"], json.loads(tc["function"]["arguments"]))
-                for m in c["messages"] for tc in m.get("tool_calls") or []]
+    expected = [
+        (tc["function"]["name"], json.loads(tc["function"]["arguments"]))
+        for m in c["messages"]
+        for tc in m.get("tool_calls") or []
+    ]
     assert [(x["name"], x["arguments"]) for x in calls] == expected
     # generation prompt
     gp = tokenizer.apply_chat_template(c["messages"][:2], tools=c["tools"], tokenize=False, add_generation_prompt=True)
@@ -147,16 +186,23 @@ def test_template_renders_tools_and_hermes_calls(tokenizer, convs):
 def test_template_consecutive_tool_results_and_dict_arguments(tokenizer):
     msgs = [
         {"role": "user", "content": "hi"},
-        {"role": "assistant", "content": "Checking.", "tool_calls": [
-            {"type": "function", "function": {"name": "a", "arguments": {"x": 1}}},
-            {"type": "function", "function": {"name": "b", "arguments": "{\"y\": [1, 2]}"}}]},
+        {
+            "role": "assistant",
+            "content": "Checking.",
+            "tool_calls": [
+                {"type": "function", "function": {"name": "a", "arguments": {"x": 1}}},
+                {"type": "function", "function": {"name": "b", "arguments": '{"y": [1, 2]}'}},
+            ],
+        },
         {"role": "tool", "tool_call_id": "1", "content": "r1"},
         {"role": "tool", "tool_call_id": "2", "content": "r2"},
     ]
     text = tokenizer.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
     assert not text.startswith("<|im_start|>system")  # no system turn without system text/tools
-    assert ('Checking.\n<tool_call>{"name": "a", "arguments": {"x": 1}}</tool_call>\n'
-            '<tool_call>{"name": "b", "arguments": {"y": [1, 2]}}</tool_call><|im_end|>') in text
+    assert (
+        'Checking.\n<tool_call>{"name": "a", "arguments": {"x": 1}}</tool_call>\n'
+        '<tool_call>{"name": "b", "arguments": {"y": [1, 2]}}</tool_call><|im_end|>'
+    ) in text
     assert text.count("<|im_start|>tool") == 1
     assert "<tool_response>\nr1\n</tool_response>\n<tool_response>\nr2\n</tool_response><|im_end|>" in text
 
@@ -174,8 +220,15 @@ def test_loss_mask_covers_only_assistant_tokens(tokenizer, convs):
     assert labelled.count("<tool_call>") == 2
     assert "Which item of" in labelled and "return is requested" not in unlabelled
     # system, tool list, user text, tool results and role headers are not
-    for s in ("You are a helpful retail agent", "get_user_details(user_id", "I want to return",
-              "<tool_response>", '"status": "return requested"', "<|im_start|>", "assistant\n"):
+    for s in (
+        "You are a helpful retail agent",
+        "get_user_details(user_id",
+        "I want to return",
+        "<tool_response>",
+        '"status": "return requested"',
+        "<|im_start|>",
+        "assistant\n",
+    ):
         assert s not in labelled, s
         assert s in unlabelled, s
     # the first labelled token follows the first "<|im_start|>assistant\n" header exactly
@@ -199,7 +252,13 @@ def test_build_untrained_demo(tmp_path):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     out = build_untrained_demo(tmp_path / "u", size="tiny")
-    for f in ("config.json", "model.safetensors", "tokenizer.json", "generation_config.json", "flatscore_manifest.json"):
+    for f in (
+        "config.json",
+        "model.safetensors",
+        "tokenizer.json",
+        "generation_config.json",
+        "flatscore_manifest.json",
+    ):
         assert (out / f).is_file(), f
     tok = AutoTokenizer.from_pretrained(out)
     model = AutoModelForCausalLM.from_pretrained(out)
@@ -226,7 +285,7 @@ def test_tiny_trains_reloads_and_generates(trained, convs):
     enc = tok(prompt, return_tensors="pt", add_special_tokens=False)
     with torch.no_grad():
         gen = model.generate(**enc, max_new_tokens=48, do_sample=False)
-    text = tok.decode(gen[0, enc["input_ids"].shape[1]:], skip_special_tokens=False)
+    text = tok.decode(gen[0, enc["input_ids"].shape[1] :], skip_special_tokens=False)
     assert len(text) > 0
     # the trained model has learned to open a tool call at this point of the dialogue
     assert text.startswith("<tool_call>"), text
@@ -291,9 +350,10 @@ def test_frequent_snake_case_names_are_whole_tokens(convs):
 
 def test_labelled_loss_equals_the_model_loss(tokenizer, convs):
     """The LM head on labelled positions only gives the same loss and the same gradients."""
+    from transformers import LlamaForCausalLM
+
     from flatscore.models.demo.sizes import llama_config
     from flatscore.models.demo.train import _collate, labelled_loss
-    from transformers import LlamaForCausalLM
 
     torch.manual_seed(0)
     model = LlamaForCausalLM(llama_config("tiny", tokenizer)).train()
@@ -327,16 +387,19 @@ def test_copy_drills_label_only_the_drilled_turn(tokenizer, convs):
     from flatscore.models.demo.drills import asks_for_phone_action, copy_drills, is_drilled
     from flatscore.models.demo.train import IGNORE, encode_rendered
 
-    phone = {"tools": [], "messages": [
-        {"role": "system", "content": "You are a telecom agent."},
-        {"role": "assistant", "content": "Hi! How can I help you today?"},
-        {"role": "user", "content": "My phone shows no service. I am Ana Lee, 555-123-4567."},
-        {"role": "assistant", "content": "Please do this on your phone: check_network_status()"},
-        {"role": "user", "content": "I did that. check_network_status: SIM Card Status: missing"},
-        {"role": "assistant", "content": "Please do this on your phone: reseat_sim_card()"},
-        {"role": "user", "content": "I did that. reseat_sim_card: SIM card re-seated."},
-        {"role": "assistant", "content": "Your request has been handled."},
-    ]}
+    phone = {
+        "tools": [],
+        "messages": [
+            {"role": "system", "content": "You are a telecom agent."},
+            {"role": "assistant", "content": "Hi! How can I help you today?"},
+            {"role": "user", "content": "My phone shows no service. I am Ana Lee, 555-123-4567."},
+            {"role": "assistant", "content": "Please do this on your phone: check_network_status()"},
+            {"role": "user", "content": "I did that. check_network_status: SIM Card Status: missing"},
+            {"role": "assistant", "content": "Please do this on your phone: reseat_sim_card()"},
+            {"role": "user", "content": "I did that. reseat_sim_card: SIM card re-seated."},
+            {"role": "assistant", "content": "Your request has been handled."},
+        ],
+    }
     convs = [*convs, phone]
     drills = copy_drills(convs, context_messages=2)
     turns = [(c, m) for c in convs for m in c["messages"][1:] if is_drilled(m)]
@@ -344,15 +407,15 @@ def test_copy_drills_label_only_the_drilled_turn(tokenizer, convs):
     assert any(asks_for_phone_action(m) for _, m in turns)  # telecom fixes are drilled too
     for (text, spans), (conv, turn) in zip(drills, turns):
         assert not text.startswith("<|im_start|>system")  # no tool list: the drill is short
-        assert len(spans) == 1 and text[spans[0][0]:spans[0][1]].endswith("<|im_end|>")
+        assert len(spans) == 1 and text[spans[0][0] : spans[0][1]].endswith("<|im_end|>")
         if turn.get("tool_calls"):
-            assert turn["tool_calls"][0]["function"]["name"] in text[spans[0][0]:spans[0][1]]
+            assert turn["tool_calls"][0]["function"]["name"] in text[spans[0][0] : spans[0][1]]
         else:
-            assert turn["content"] in text[spans[0][0]:spans[0][1]]
+            assert turn["content"] in text[spans[0][0] : spans[0][1]]
         opening = next(m["content"] for m in conv["messages"] if m["role"] == "user")
         assert opening in text  # what the user asked for decides the next check or fix
         assert text.count("<|im_start|>") <= 4  # the request, two messages of context and the turn
-    (ids, labels), = encode_rendered(tokenizer, drills[:1], 4096)
+    ((ids, labels),) = encode_rendered(tokenizer, drills[:1], 4096)
     labelled = tokenizer.decode([t for t in labels if t != IGNORE])
     assert labelled == drills[0][0][slice(*drills[0][1][0])]
     with pytest.raises(ValueError, match="context_messages"):

@@ -22,8 +22,10 @@ def _orders(text: str) -> set[str]:
 
 def test_augmented_demos_bring_fresh_ids_and_never_the_eval_split(retail_dir, tmp_path):
     out = tmp_path / "demos.jsonl"
-    assert main(["demos", "--domain", f"retail={retail_dir}", "--split", "train", "--augment-dbs", "2",
-                 "--out", str(out)]) == 0
+    assert (
+        main(["demos", "--domain", f"retail={retail_dir}", "--split", "train", "--augment-dbs", "2", "--out", str(out)])
+        == 0
+    )
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     own = [r for r in rows if "source" not in r]
     extra = [r for r in rows if "source" in r]

@@ -41,16 +41,18 @@ def calibration():
 @pytest.fixture(scope="module")
 def q4(base, calibration, tmp_path_factory):
     out = tmp_path_factory.mktemp("q4")
-    m = quantize_model(base, out, scheme="w4a16", group_size=32, calibration=calibration,
-                       n_samples=8, max_seq_len=512, num_threads=1)
+    m = quantize_model(
+        base, out, scheme="w4a16", group_size=32, calibration=calibration, n_samples=8, max_seq_len=512, num_threads=1
+    )
     return out, m
 
 
 @pytest.fixture(scope="module")
 def q8(base, calibration, tmp_path_factory):
     out = tmp_path_factory.mktemp("q8")
-    m = quantize_model(base, out, scheme="w8a16", group_size=32, calibration=calibration,
-                       n_samples=8, max_seq_len=512, num_threads=1)
+    m = quantize_model(
+        base, out, scheme="w8a16", group_size=32, calibration=calibration, n_samples=8, max_seq_len=512, num_threads=1
+    )
     return out, m
 
 
@@ -65,8 +67,9 @@ def _tensors(d: Path) -> dict[str, torch.Tensor]:
 
 def _prompt_logits(model_dir, prompt_conv):
     model, tok = load_model(model_dir)
-    text = tok.apply_chat_template(prompt_conv["messages"][:2], tools=prompt_conv["tools"],
-                                   add_generation_prompt=True, tokenize=False)
+    text = tok.apply_chat_template(
+        prompt_conv["messages"][:2], tools=prompt_conv["tools"], add_generation_prompt=True, tokenize=False
+    )
     enc = tok(text, return_tensors="pt", add_special_tokens=False)
     with torch.no_grad():
         logits = model(**enc).logits[0].float()
@@ -113,7 +116,8 @@ def test_recipe_text():
     r8 = yaml.safe_load(build_recipe("w8a16", 64))["quant_stage"]["quant_modifiers"]
     assert r8["QuantizationModifier"]["config_groups"]["group_0"]["weights"]["num_bits"] == 8
     assert list(yaml.safe_load(build_recipe("w4a16", awq=False))["quant_stage"]["quant_modifiers"]) == [
-        "QuantizationModifier"]
+        "QuantizationModifier"
+    ]
     with pytest.raises(ValueError):
         build_recipe("w3a16")
 
@@ -165,7 +169,7 @@ def test_w4a16_awq(q4, base, calibration):
     assert top1 > 0.5, top1
     with torch.no_grad():
         gen = model.generate(**enc, max_new_tokens=40, do_sample=False)
-    new = gen[0, enc["input_ids"].shape[1]:]
+    new = gen[0, enc["input_ids"].shape[1] :]
     assert len(new) > 0
     text = tok.decode(new, skip_special_tokens=True)
     # the base model was trained on this dialogue and opens a tool call here; so does the 4-bit one
@@ -190,7 +194,9 @@ def test_w8a16_awq(q8, q4, base, calibration):
 def test_rtn_arm_and_prepare_precision(base, q4, tmp_path):
     m = quantize_model(base, tmp_path / "rtn", scheme="w4a16", calibration=["hello world"], awq=False, num_threads=1)
     assert m.method == "rtn" and "AWQModifier" not in m.recipe
-    assert json.loads((tmp_path / "rtn" / "config.json").read_text())["quantization_config"]["format"] == "pack-quantized"
+    assert (
+        json.loads((tmp_path / "rtn" / "config.json").read_text())["quantization_config"]["format"] == "pack-quantized"
+    )
     # full precision and already-quantized checkpoints are passed through unchanged
     assert prepare_precision(base, "fp32", tmp_path / "x") == base
     assert prepare_precision(q4[0], "w4a16", tmp_path / "y") == q4[0]

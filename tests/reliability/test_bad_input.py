@@ -29,11 +29,12 @@ SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
 BASE_CONFIG = yaml.safe_load((REPO / ".test" / "config" / "config.yaml").read_text())
 COUNTS: Counter = Counter()
 
-FAST = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
-                derandomize=True)
+FAST = settings(
+    deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture], derandomize=True
+)
 
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers(-10**12, 10**12) | st.floats(allow_nan=False) | st.text(max_size=20),
+    st.none() | st.booleans() | st.integers(-(10**12), 10**12) | st.floats(allow_nan=False) | st.text(max_size=20),
     lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4),
     max_leaves=12,
 )
@@ -45,8 +46,15 @@ json_values = st.recursive(
 BAD_FIELDS = {
     "study": [3, "", "has space", None, ["x"]],
     "results": ["/etc", "../x", "results/../../x", "/", "a b", 7, "~/r", ""],
-    "domains": [{}, [], {"airline": {"source": "synthetic"}}, {"retail": {"source": "web"}},
-                {"retail": {"source": "path"}}, {"retail": {"source": "synthetic", "n_tasks": 2}}, "retail"],
+    "domains": [
+        {},
+        [],
+        {"airline": {"source": "synthetic"}},
+        {"retail": {"source": "web"}},
+        {"retail": {"source": "path"}},
+        {"retail": {"source": "synthetic", "n_tasks": 2}},
+        "retail",
+    ],
     "models": [{}, {"m": {"kind": "gguf"}}, {"m": {"kind": "hf"}}, {"bad name!": {"kind": "demo"}}, ["demo"]],
     "precisions": [[], ["int4"], ["full", "int3"], ["full", "full"], "full", [4]],
     "budgets": [[], [0], [-1], [10, 10], ["10"], [2.5], 10, [True]],
@@ -95,7 +103,11 @@ def test_bad_configs_are_refused_naming_the_field(case, extra):
 
 
 @settings(FAST, max_examples=60)
-@given(field=st.sampled_from(["study", "results", "domains", "models", "precisions", "budgets", "repair", "trials", "seed"]))
+@given(
+    field=st.sampled_from(
+        ["study", "results", "domains", "models", "precisions", "budgets", "repair", "trials", "seed"]
+    )
+)
 def test_missing_required_field_is_named(field):
     config = copy.deepcopy(BASE_CONFIG)
     config.pop(field)
@@ -109,9 +121,25 @@ def test_snakemake_dry_run_refuses_a_bad_config_in_one_line(field, value, tmp_pa
     config = copy.deepcopy(BASE_CONFIG)
     config[field] = value
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
-    result = subprocess.run([sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(tmp_path),
-                             "--configfile", str(tmp_path / "config.yaml"), "-n", "--cores", "1"],
-                            capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "snakemake",
+            "-s",
+            str(REPO / "Snakefile"),
+            "--directory",
+            str(tmp_path),
+            "--configfile",
+            str(tmp_path / "config.yaml"),
+            "-n",
+            "--cores",
+            "1",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     out = result.stdout + result.stderr
     assert result.returncode != 0
     assert f"On instance['{field}']" in out, out[-2000:]
@@ -144,14 +172,18 @@ model_text = st.one_of(
     st.text(max_size=300),
     st.binary(max_size=200).map(lambda b: b.decode("utf-8", "replace")),
     st.integers(0, len(VALID_CALL)).map(lambda n: VALID_CALL[:n]),  # truncated call
-    st.tuples(st.text(max_size=40), st.integers(0, len(VALID_CALL))).map(lambda t: VALID_CALL[: t[1]] + t[0] + VALID_CALL),
+    st.tuples(st.text(max_size=40), st.integers(0, len(VALID_CALL))).map(
+        lambda t: VALID_CALL[: t[1]] + t[0] + VALID_CALL
+    ),
     json_values.map(lambda v: f"<tool_call>{json.dumps(v)}</tool_call>"),
     json_values.map(lambda v: "<tool_call>" + json.dumps({"name": "x", "arguments": v}) + "</tool_call>"),
-    st.integers(10**4, 3 * 10**5).map(lambda n: '<tool_call>{"name": "calculate", "arguments": {"expression": "'
-                                      + "9" * n + '"}}</tool_call>'),  # huge arguments
+    st.integers(10**4, 3 * 10**5).map(
+        lambda n: '<tool_call>{"name": "calculate", "arguments": {"expression": "' + "9" * n + '"}}</tool_call>'
+    ),  # huge arguments
     st.integers(50, 5000).map(lambda n: "<tool_call>" + "[" * n + "]" * n + "</tool_call>"),  # deep nesting
-    st.text(alphabet=st.characters(min_codepoint=0x80, max_codepoint=0x10FFFF, blacklist_categories=("Cs",)),
-            max_size=80).map(lambda t: f'<tool_call>{{"name": "{t}", "arguments": {{"\u00e9": "{t}"}}}}</tool_call>'),
+    st.text(
+        alphabet=st.characters(min_codepoint=0x80, max_codepoint=0x10FFFF, blacklist_categories=("Cs",)), max_size=80
+    ).map(lambda t: f'<tool_call>{{"name": "{t}", "arguments": {{"\u00e9": "{t}"}}}}</tool_call>'),
 )
 
 
@@ -167,10 +199,21 @@ def test_parse_hermes_never_raises(text, turn):
 server_calls = st.one_of(
     st.none(),
     json_values,
-    st.lists(st.fixed_dictionaries({"id": st.text(max_size=5), "type": st.just("function"),
-                                    "function": st.fixed_dictionaries({"name": st.text(max_size=20) | json_values,
-                                                                       "arguments": json_values | json_values.map(json.dumps)
-                                                                       | st.text(max_size=30)})}), max_size=3),
+    st.lists(
+        st.fixed_dictionaries(
+            {
+                "id": st.text(max_size=5),
+                "type": st.just("function"),
+                "function": st.fixed_dictionaries(
+                    {
+                        "name": st.text(max_size=20) | json_values,
+                        "arguments": json_values | json_values.map(json.dumps) | st.text(max_size=30),
+                    }
+                ),
+            }
+        ),
+        max_size=3,
+    ),
 )
 
 
@@ -201,8 +244,9 @@ def episodes(tmp_path_factory):
     for name in ("retail", "telecom"):
         domain = load_domain(name, domain_class(name).generate(root / name, seed=0, n_tasks=20))
         task = domain.tasks()[0]
-        out[name] = Episode(domain, task, ExpertAgent(), ScriptedUser(), EpisodeSettings(max_errors=10**9), 0, 0,
-                            Evaluator(domain))
+        out[name] = Episode(
+            domain, task, ExpertAgent(), ScriptedUser(), EpisodeSettings(max_errors=10**9), 0, 0, Evaluator(domain)
+        )
     return out
 
 
@@ -225,8 +269,9 @@ def test_random_tool_arguments_give_a_result_or_an_error_channel(episodes, data)
     spec = ep.env.tool_specs(side)[tool]
     params = list(((spec.openai_schema().get("function") or {}).get("parameters") or {}).get("properties") or {})
     known = st.dictionaries(st.sampled_from(params), json_values, max_size=len(params)) if params else st.just({})
-    args = data.draw(st.one_of(known, st.dictionaries(st.text(max_size=6), json_values, max_size=3), json_values),
-                     label="arguments")
+    args = data.draw(
+        st.one_of(known, st.dictionaries(st.text(max_size=6), json_values, max_size=3), json_values), label="arguments"
+    )
     entry = ep._execute(side, ToolCall("c0", tool, args))
     COUNTS["tool_args"] += 1
     assert isinstance(entry["content"], str)
@@ -310,8 +355,22 @@ def test_mutated_task_files_are_refused_cleanly(task_dir, tmp_path_factory, data
     text, surely_invalid = _mutate(original, data.draw)
     (case / "retail" / "tasks.json").write_text(text, encoding="utf-8", errors="surrogatepass")
     # in-process: an uncaught exception here is what a traceback would be
-    code, err = _run_cli(["episodes", "--domain", "retail", "--data", str(case / "retail"), "--agent", "expert",
-                          "--max-steps", "8", "--no-progress", "--out", str(case / "out")])
+    code, err = _run_cli(
+        [
+            "episodes",
+            "--domain",
+            "retail",
+            "--data",
+            str(case / "retail"),
+            "--agent",
+            "expert",
+            "--max-steps",
+            "8",
+            "--no-progress",
+            "--out",
+            str(case / "out"),
+        ]
+    )
     COUNTS["task_file"] += 1
     assert code in (0, 2), (code, err)
     if code == 2:
@@ -330,8 +389,22 @@ def test_task_file_refusal_as_a_process_has_no_traceback(task_dir, tmp_path):
     tasks = json.loads((task_dir / "tasks.json").read_text())
     tasks[3].pop("id")
     (tmp_path / "retail" / "tasks.json").write_text(json.dumps(tasks))
-    result = subprocess.run([sys.executable, "-m", "flatscore.cli", "episodes", "--domain", "retail", "--data",
-                             str(tmp_path / "retail"), "--out", str(tmp_path / "out")], capture_output=True, text=True)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "flatscore.cli",
+            "episodes",
+            "--domain",
+            "retail",
+            "--data",
+            str(tmp_path / "retail"),
+            "--out",
+            str(tmp_path / "out"),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert result.returncode == 2 and result.stderr.startswith("flatscore: error:"), result.stderr
     assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "out" / "episodes.jsonl").exists()
@@ -339,4 +412,6 @@ def test_task_file_refusal_as_a_process_has_no_traceback(task_dir, tmp_path):
 
 def test_zz_report_counts():
     """Prints the case counts (runs last in this file)."""
-    print(f"\nFIGURE bad-input cases tried: {dict(sorted(COUNTS.items()))}, total {sum(v for k, v in COUNTS.items() if k in ('config', 'model_output', 'tool_args', 'task_file'))}")
+    print(
+        f"\nFIGURE bad-input cases tried: {dict(sorted(COUNTS.items()))}, total {sum(v for k, v in COUNTS.items() if k in ('config', 'model_output', 'tool_args', 'task_file'))}"
+    )

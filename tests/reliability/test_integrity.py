@@ -11,8 +11,22 @@ from pathlib import Path
 
 import pytest
 
-CELL = ["episodes", "--domain", "retail", "--agent", "noisy", "--noise", "invented_tool=0.2,tool_error=0.1",
-        "--tasks", "first:6", "--trials", "2", "--seed", "2", "--no-progress"]
+CELL = [
+    "episodes",
+    "--domain",
+    "retail",
+    "--agent",
+    "noisy",
+    "--noise",
+    "invented_tool=0.2,tool_error=0.1",
+    "--tasks",
+    "first:6",
+    "--trials",
+    "2",
+    "--seed",
+    "2",
+    "--no-progress",
+]
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
@@ -52,7 +66,9 @@ def cells(tmp_path_factory) -> tuple[Path, list[Path], Path]:
 
 
 def _snapshot(folder: Path) -> dict[str, tuple[bytes, int]]:
-    return {str(p.relative_to(folder)): (p.read_bytes(), p.stat().st_mtime_ns) for p in folder.rglob("*") if p.is_file()}
+    return {
+        str(p.relative_to(folder)): (p.read_bytes(), p.stat().st_mtime_ns) for p in folder.rglob("*") if p.is_file()
+    }
 
 
 def _edit_line(path: Path, index: int, change) -> None:
@@ -68,17 +84,29 @@ def _flip_reward(record: dict) -> None:
 
 
 TAMPER = {
-    "truncated_last_line": (lambda d: (d / "episodes.jsonl").write_bytes((d / "episodes.jsonl").read_bytes()[:-40]),
-                            "does not match its checksum"),
-    "dropped_episode": (lambda d: (d / "episodes.jsonl").write_text(
-        "".join((d / "episodes.jsonl").read_text().splitlines(keepends=True)[:-1])), "does not match its checksum"),
+    "truncated_last_line": (
+        lambda d: (d / "episodes.jsonl").write_bytes((d / "episodes.jsonl").read_bytes()[:-40]),
+        "does not match its checksum",
+    ),
+    "dropped_episode": (
+        lambda d: (d / "episodes.jsonl").write_text(
+            "".join((d / "episodes.jsonl").read_text().splitlines(keepends=True)[:-1])
+        ),
+        "does not match its checksum",
+    ),
     "edited_reward": (lambda d: _edit_line(d / "episodes.jsonl", 0, _flip_reward), "does not match its checksum"),
-    "appended_foreign_line": (lambda d: (d / "episodes.jsonl").write_text(
-        (d / "episodes.jsonl").read_text() + json.dumps({"task_id": "x", "trial": 0, "cell": "other"}) + "\n"),
-        "does not match its checksum"),
-    "cell_hash_swapped": (lambda d: (d / "cell.json").write_text(
-        json.dumps({**json.loads((d / "cell.json").read_text()), "cell_hash": "0123456789abcdef"})),
-        "does not hash to its cell_hash"),
+    "appended_foreign_line": (
+        lambda d: (d / "episodes.jsonl").write_text(
+            (d / "episodes.jsonl").read_text() + json.dumps({"task_id": "x", "trial": 0, "cell": "other"}) + "\n"
+        ),
+        "does not match its checksum",
+    ),
+    "cell_hash_swapped": (
+        lambda d: (d / "cell.json").write_text(
+            json.dumps({**json.loads((d / "cell.json").read_text()), "cell_hash": "0123456789abcdef"})
+        ),
+        "does not hash to its cell_hash",
+    ),
     "metrics_deleted": (lambda d: (d / "metrics.json").unlink(), "metrics.json is missing"),
     "metrics_garbled": (lambda d: (d / "metrics.json").write_text("{oops"), "not valid JSON"),
     "episodes_deleted": (lambda d: (d / "episodes.jsonl").unlink(), "episodes.jsonl is missing"),

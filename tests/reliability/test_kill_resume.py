@@ -35,8 +35,22 @@ TIME_BUDGET_S = 75.0  # per domain, a safety bound: the loop stops early rather 
 
 
 def _cell(domain: str) -> list[str]:
-    return ["episodes", "--domain", domain, "--agent", "noisy", "--noise", "invented_tool=0.2,tool_error=0.1",
-            "--budget", "4", "--trials", "3", "--seed", "7", "--no-progress"]
+    return [
+        "episodes",
+        "--domain",
+        domain,
+        "--agent",
+        "noisy",
+        "--noise",
+        "invented_tool=0.2,tool_error=0.1",
+        "--budget",
+        "4",
+        "--trials",
+        "3",
+        "--seed",
+        "7",
+        "--no-progress",
+    ]
 
 
 def _cli(*args: str) -> list[str]:
@@ -115,8 +129,9 @@ def test_random_sigkills_and_torn_writes_resume_to_the_uninterrupted_run(domain,
         by_time = rng.random() < 0.4
         delay = rng.uniform(0.05, 1.5)  # may land in start-up (before any episode) or mid-run
         grow = rng.randint(1, 15)
-        proc = subprocess.Popen(_cli(*_cell(domain), "--data", data, "--out", str(out)),
-                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        proc = subprocess.Popen(
+            _cli(*_cell(domain), "--data", data, "--out", str(out)), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        )
         t0 = time.monotonic()
         while proc.poll() is None and time.monotonic() - t0 < 30:
             if by_time and time.monotonic() - t0 >= delay:
@@ -141,8 +156,10 @@ def test_random_sigkills_and_torn_writes_resume_to_the_uninterrupted_run(domain,
     ref_metrics = json.loads((reference / "metrics.json").read_text())
     for out in outs:
         _resume_and_check(domain, data, out, reference, expected, ref_metrics, rng, stats)
-    print(f"\nFIGURE kill-resume {domain}: {dict(stats)}; {len(outs)} round(s) of {len(expected)} episodes, 0 lost, "
-          f"0 duplicated, {time.monotonic() - started:.1f}s")
+    print(
+        f"\nFIGURE kill-resume {domain}: {dict(stats)}; {len(outs)} round(s) of {len(expected)} episodes, 0 lost, "
+        f"0 duplicated, {time.monotonic() - started:.1f}s"
+    )
 
 
 def _resume_and_check(domain, data, out, reference, expected, ref_metrics, rng, stats) -> None:
@@ -172,8 +189,24 @@ def _resume_and_check(domain, data, out, reference, expected, ref_metrics, rng, 
 def test_torn_tail_variants_are_cut_and_the_episode_rerun(domain_data, tmp_path):
     """Every cut position inside the last line (and a complete-but-garbled last line) is repaired."""
     data = str(domain_data["retail"])
-    args = ["episodes", "--domain", "retail", "--agent", "noisy", "--noise", "invented_tool=0.3", "--tasks", "first:4",
-            "--trials", "1", "--seed", "1", "--no-progress", "--data", data]
+    args = [
+        "episodes",
+        "--domain",
+        "retail",
+        "--agent",
+        "noisy",
+        "--noise",
+        "invented_tool=0.3",
+        "--tasks",
+        "first:4",
+        "--trials",
+        "1",
+        "--seed",
+        "1",
+        "--no-progress",
+        "--data",
+        data,
+    ]
     ref = tmp_path / "ref"
     assert subprocess.run(_cli(*args, "--out", str(ref)), capture_output=True).returncode == 0
     full = (ref / "episodes.jsonl").read_bytes()
@@ -196,8 +229,18 @@ def test_torn_tail_variants_are_cut_and_the_episode_rerun(domain_data, tmp_path)
 
 
 def _snakemake(workdir: Path, *args: str, **kwargs) -> list[str]:
-    return [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(workdir),
-            "--configfile", str(workdir / "config.yaml"), *args]
+    return [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "-s",
+        str(REPO / "Snakefile"),
+        "--directory",
+        str(workdir),
+        "--configfile",
+        str(workdir / "config.yaml"),
+        *args,
+    ]
 
 
 def _planned_cells(text: str) -> set[str]:
@@ -210,21 +253,34 @@ def test_snakemake_killed_mid_run_replans_only_unfinished_cells(tmp_path):
     workdir = tmp_path / "wf"
     workdir.mkdir()
     config = yaml.safe_load((REPO / ".test" / "config" / "config.yaml").read_text())
-    config.update(domains={"retail": {"source": "synthetic", "seed": 1, "n_tasks": 20}}, precisions=["full"],
-                  budgets=[10, 2, 1], repair=[False], trials=2, tasks_per_domain=3, max_steps=12)
+    config.update(
+        domains={"retail": {"source": "synthetic", "seed": 1, "n_tasks": 20}},
+        precisions=["full"],
+        budgets=[10, 2, 1],
+        repair=[False],
+        trials=2,
+        tasks_per_domain=3,
+        max_steps=12,
+    )
     config["models"]["demo"]["max_seconds"] = 10
     config["backend"]["max_new_tokens"] = 32
     (workdir / "config.yaml").write_text(yaml.safe_dump(config))
     cells = [f"results/cells/demo/full/retail/K{k}/repair-off/shard0/metrics.json" for k in config["budgets"]]
     # the model first (not what is tested), then the cells one at a time (-j1), killed mid-run
-    model = subprocess.run(_snakemake(workdir, "--cores", "2", "results/models/demo/full/flatscore_manifest.json",
-                                      "results/tracking/store.json"), capture_output=True, text=True)
+    model = subprocess.run(
+        _snakemake(
+            workdir, "--cores", "2", "results/models/demo/full/flatscore_manifest.json", "results/tracking/store.json"
+        ),
+        capture_output=True,
+        text=True,
+    )
     assert model.returncode == 0, model.stderr[-3000:]
 
     log = workdir / "snakemake-killed.log"
     with open(log, "w") as handle:
-        proc = subprocess.Popen(_snakemake(workdir, "--cores", "1", *cells), stdout=handle, stderr=subprocess.STDOUT,
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            _snakemake(workdir, "--cores", "1", *cells), stdout=handle, stderr=subprocess.STDOUT, start_new_session=True
+        )
     deadline = time.time() + 400
     done = lambda: [c for c in cells if (workdir / c).exists()]  # noqa: E731
     killed_in = None
@@ -268,5 +324,7 @@ def test_snakemake_killed_mid_run_replans_only_unfinished_cells(tmp_path):
     assert "Nothing to be done" in again.stdout + again.stderr
     # the cells' MLflow runs went to the study's one store, not next to the cells
     assert not list((workdir / "results" / "cells").rglob("mlflow.db"))
-    print(f"\nFIGURE snakemake kill: {len(finished)} finished cell(s) kept, replanned {sorted(planned)}, "
-          f"partial episodes at kill {partial}")
+    print(
+        f"\nFIGURE snakemake kill: {len(finished)} finished cell(s) kept, replanned {sorted(planned)}, "
+        f"partial episodes at kill {partial}"
+    )

@@ -18,8 +18,26 @@ from pathlib import Path
 
 import pytest
 
-CELL = ["episodes", "--domain", "retail", "--agent", "noisy", "--noise", "invented_tool=0.2", "--tasks", "first:5",
-        "--trials", "2", "--budget", "3", "--seed", "4", "--no-progress", "--experiment", "rel"]
+CELL = [
+    "episodes",
+    "--domain",
+    "retail",
+    "--agent",
+    "noisy",
+    "--noise",
+    "invented_tool=0.2",
+    "--tasks",
+    "first:5",
+    "--trials",
+    "2",
+    "--budget",
+    "3",
+    "--seed",
+    "4",
+    "--no-progress",
+    "--experiment",
+    "rel",
+]
 
 
 def _cli(*args: str, **kwargs) -> subprocess.CompletedProcess:
@@ -57,8 +75,11 @@ def _cell_runs(uri: str, experiment: str = "rel") -> list:
     exp = client.get_experiment_by_name(experiment)
     if exp is None:
         return []
-    return [r for r in client.search_runs([exp.experiment_id], max_results=1000)
-            if r.data.tags.get("flatscore.kind") == "cell"]
+    return [
+        r
+        for r in client.search_runs([exp.experiment_id], max_results=1000)
+        if r.data.tags.get("flatscore.kind") == "cell"
+    ]
 
 
 @pytest.mark.slow
@@ -82,9 +103,26 @@ def test_closed_port_then_sync_to_a_real_server_logs_once(tmp_path, retail, temp
     server_root.mkdir()
     shutil.copyfile(template_db, server_root / "mlflow.db")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", f"sqlite:///{server_root / 'mlflow.db'}",
-         "--artifacts-destination", str(server_root / "artifacts"), "--host", "127.0.0.1", "--port", str(port),
-         "--workers", "1"], stdout=subprocess.DEVNULL, stderr=open(server_root / "server.log", "w"), cwd=server_root)
+        [
+            sys.executable,
+            "-m",
+            "mlflow",
+            "server",
+            "--backend-store-uri",
+            f"sqlite:///{server_root / 'mlflow.db'}",
+            "--artifacts-destination",
+            str(server_root / "artifacts"),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--workers",
+            "1",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=open(server_root / "server.log", "w"),
+        cwd=server_root,
+    )
     try:
         import urllib.request
 
@@ -113,8 +151,10 @@ def test_closed_port_then_sync_to_a_real_server_logs_once(tmp_path, retail, temp
             proc.kill()
     for name, data in before.items():  # sync added its marker, changed no result
         assert (out / name).read_bytes() == data, name
-    print(f"\nFIGURE mlflow down: episodes exit 0 after {down_s:.1f}s against a closed port; "
-          f"sync logged 1, resync 0 (up to date), runs in store 1")
+    print(
+        f"\nFIGURE mlflow down: episodes exit 0 after {down_s:.1f}s against a closed port; "
+        f"sync logged 1, resync 0 (up to date), runs in store 1"
+    )
 
 
 class _ExclusiveLock:
@@ -173,5 +213,7 @@ def test_locked_sqlite_store_during_logging_then_logged(tmp_path, retail, templa
     hashes = sorted(r.data.tags["flatscore.cell_hash"] for r in runs)
     expected = sorted(json.loads((d / "cell.json").read_text())["cell_hash"] for d in (out1, out2))
     assert hashes == expected, "each cell logged exactly once"
-    print(f"\nFIGURE sqlite locked: 6 s lock -> cell {'logged in-run' if 'logged run' in r1.stdout else 'pending'} "
-          f"({held_s:.1f}s); lock held all run -> exit 0, pending after {locked_s:.1f}s, sync: {sync.stdout.strip()}")
+    print(
+        f"\nFIGURE sqlite locked: 6 s lock -> cell {'logged in-run' if 'logged run' in r1.stdout else 'pending'} "
+        f"({held_s:.1f}s); lock held all run -> exit 0, pending after {locked_s:.1f}s, sync: {sync.stdout.strip()}"
+    )

@@ -3,7 +3,6 @@ templates render sandboxed; a planted API key never reaches results or the MLflo
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from pathlib import Path
@@ -16,7 +15,7 @@ PLANTED = "sk-test-PLANTED"
 
 
 def test_mlflow_ui_binds_localhost_by_default(tmp_path):
-    from flatscore.cli import build_parser, _EXTRA_COMMANDS
+    from flatscore.cli import _EXTRA_COMMANDS, build_parser
     from flatscore.cli_extra import register_all
     from flatscore.tracking import resolve_tracking_uri, ui_command
 
@@ -40,8 +39,19 @@ def episodes(tmp_path_factory):
     out = {}
     for name in ("retail", "telecom"):
         domain = load_domain(name, domain_class(name).generate(root / name, seed=0, n_tasks=20))
-        out[name] = (domain, Episode(domain, domain.tasks()[0], ExpertAgent(), ScriptedUser(),
-                                     EpisodeSettings(max_errors=10**6), 0, 0, Evaluator(domain)))
+        out[name] = (
+            domain,
+            Episode(
+                domain,
+                domain.tasks()[0],
+                ExpertAgent(),
+                ScriptedUser(),
+                EpisodeSettings(max_errors=10**6),
+                0,
+                0,
+                Evaluator(domain),
+            ),
+        )
     return out
 
 
@@ -72,8 +82,15 @@ def test_calculate_never_evaluates_code(episodes, tmp_path, monkeypatch):
     print(f"\nFIGURE calculate: {len(CALC_PAYLOADS)} code payloads -> tool_error, none evaluated")
 
 
-PATHS = ["../../etc/passwd", "/etc/passwd", "../../../../../../etc/shadow", "~/.ssh/id_rsa", "file:///etc/passwd",
-         "..\\..\\windows\\win.ini", "/proc/self/environ"]
+PATHS = [
+    "../../etc/passwd",
+    "/etc/passwd",
+    "../../../../../../etc/shadow",
+    "~/.ssh/id_rsa",
+    "file:///etc/passwd",
+    "..\\..\\windows\\win.ini",
+    "/proc/self/environ",
+]
 _AUDIT = {"on": False, "opens": []}
 
 
@@ -122,7 +139,7 @@ def test_path_like_arguments_never_open_files(episodes):
 
     _AUDIT["on"] = True  # the hook sees opens at all (else the 0 below would prove nothing)
     try:
-        open(Path(probe_dir := episodes["retail"][0].data_dir) / "tasks.json").close()
+        open(Path(episodes["retail"][0].data_dir) / "tasks.json").close()
         with open("/etc/passwd"):
             pass
     except OSError:
@@ -136,8 +153,16 @@ def test_path_like_arguments_never_open_files(episodes):
     for dname, (domain, probe) in episodes.items():
         turns = _path_calls(probe.env, "assistant")
         calls += len(turns)
-        episode = Episode(domain, domain.tasks()[0], _PathAgent(turns), ScriptedUser(),
-                          EpisodeSettings(max_errors=10**6, max_steps=10**5), 0, 0, Evaluator(domain))
+        episode = Episode(
+            domain,
+            domain.tasks()[0],
+            _PathAgent(turns),
+            ScriptedUser(),
+            EpisodeSettings(max_errors=10**6, max_steps=10**5),
+            0,
+            0,
+            Evaluator(domain),
+        )
         _AUDIT["on"] = True
         try:
             drive([episode], None, records.append)
@@ -165,8 +190,12 @@ def test_chat_template_renders_sandboxed(tmp_path):
     tok = AutoTokenizer.from_pretrained(model_dir)
     messages = [{"role": "user", "content": "hi"}]
     assert isinstance(tok.apply_chat_template(messages, tokenize=False), str)  # the real template renders
-    for template in ["{{ ''.__class__.__mro__ }}", "{{ ''.__class__.__mro__[1].__subclasses__() }}",
-                     "{{ messages.__class__.__init__.__globals__ }}", "{{ cycler.__init__.__globals__.os }}"]:
+    for template in [
+        "{{ ''.__class__.__mro__ }}",
+        "{{ ''.__class__.__mro__[1].__subclasses__() }}",
+        "{{ messages.__class__.__init__.__globals__ }}",
+        "{{ cycler.__init__.__globals__.os }}",
+    ]:
         with pytest.raises(SecurityError):
             tok.apply_chat_template(messages, chat_template=template, tokenize=False)
 
@@ -185,13 +214,45 @@ def test_planted_api_key_never_reaches_results_or_store(tmp_path):
     script = write_fake_server(tmp_path / "fake.py")
     log = tmp_path / "requests.log"
     env = {**os.environ, "OPENAI_API_KEY": PLANTED, "FLATSCORE_TEST_SECRET": PLANTED + "-2"}
-    with ManagedServer(fake_server_command(script, log), log_path=tmp_path / "srv.log", startup_timeout_s=60,
-                       stop_grace_s=2) as srv:
+    with ManagedServer(
+        fake_server_command(script, log), log_path=tmp_path / "srv.log", startup_timeout_s=60, stop_grace_s=2
+    ) as srv:
         result = subprocess.run(
-            [sys.executable, "-m", "flatscore.cli", "episodes", "--domain", "retail", "--data", str(data), "--tasks",
-             "first:2", "--budget", "2", "--max-steps", "12", "--agent", "llm", "--backend", "openai", "--base-url",
-             srv.base_url, "--model", "fake", "--no-progress", "--log-mlflow", "--experiment", "sec",
-             "--out", str(results / "cells" / "c")], capture_output=True, text=True, env=env, timeout=300)
+            [
+                sys.executable,
+                "-m",
+                "flatscore.cli",
+                "episodes",
+                "--domain",
+                "retail",
+                "--data",
+                str(data),
+                "--tasks",
+                "first:2",
+                "--budget",
+                "2",
+                "--max-steps",
+                "12",
+                "--agent",
+                "llm",
+                "--backend",
+                "openai",
+                "--base-url",
+                srv.base_url,
+                "--model",
+                "fake",
+                "--no-progress",
+                "--log-mlflow",
+                "--experiment",
+                "sec",
+                "--out",
+                str(results / "cells" / "c"),
+            ],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=300,
+        )
     assert result.returncode == 0, result.stderr[-3000:]
     assert "MLflow: logged run" in result.stdout, result.stdout[-2000:]
     assert "auth=yes" in log.read_text()  # the key was really in use during the run

@@ -118,8 +118,12 @@ def _expert_script(domain, tasks, base_seed: int, hermes_text_for: set[str]) -> 
     from flatscore.engine.seeding import episode_seed
 
     evaluator = Evaluator(domain)
-    episodes = [Episode(domain, t, ExpertAgent(), ScriptedUser(), EpisodeSettings(), episode_seed(base_seed, t.id, 0), 0,
-                        evaluator) for t in tasks]
+    episodes = [
+        Episode(
+            domain, t, ExpertAgent(), ScriptedUser(), EpisodeSettings(), episode_seed(base_seed, t.id, 0), 0, evaluator
+        )
+        for t in tasks
+    ]
     records = {}
     drive(episodes, None, lambda r: records.__setitem__(r.task_id, r))
     script = {}
@@ -128,10 +132,16 @@ def _expert_script(domain, tasks, base_seed: int, hermes_text_for: set[str]) -> 
         for m in ep.agent_history:
             if m["role"] != "assistant":
                 continue
-            m = {"role": "assistant", "content": m.get("content") or "", **({"tool_calls": m["tool_calls"]} if m.get("tool_calls") else {})}
+            m = {
+                "role": "assistant",
+                "content": m.get("content") or "",
+                **({"tool_calls": m["tool_calls"]} if m.get("tool_calls") else {}),
+            }
             if ep.task.id in hermes_text_for and m.get("tool_calls"):
-                text = "\n".join(format_hermes(c["function"]["name"], json.loads(c["function"]["arguments"]))
-                                 for c in m.pop("tool_calls"))
+                text = "\n".join(
+                    format_hermes(c["function"]["name"], json.loads(c["function"]["arguments"]))
+                    for c in m.pop("tool_calls")
+                )
                 m["content"] = (m["content"] + "\n" if m["content"] else "") + text
             turns.append(m)
         script[ep.task.id] = turns
@@ -143,8 +153,18 @@ def _start(tmp_path: Path, script: dict, faults: list[dict]) -> tuple[ManagedSer
     (tmp_path / "script.json").write_text(json.dumps(script))
     (tmp_path / "faults.json").write_text(json.dumps(faults))
     log = tmp_path / "requests.jsonl"
-    cmd = [sys.executable, str(tmp_path / "server.py"), "--port", "{port}", "--script", str(tmp_path / "script.json"),
-           "--faults", str(tmp_path / "faults.json"), "--log", str(log)]
+    cmd = [
+        sys.executable,
+        str(tmp_path / "server.py"),
+        "--port",
+        "{port}",
+        "--script",
+        str(tmp_path / "script.json"),
+        "--faults",
+        str(tmp_path / "faults.json"),
+        "--log",
+        str(log),
+    ]
     return ManagedServer(cmd, log_path=tmp_path / "server.log", startup_timeout_s=60, stop_grace_s=2), log
 
 
@@ -177,11 +197,11 @@ def test_cell_through_openai_backend_with_injected_faults(retail, tmp_path):
     ids = [t.id for t in tasks]
     script, expert = _expert_script(domain, tasks, 0, hermes_text_for=set(ids[::2]))
     faults = [
-        {"task": ids[0], "turn": 1, "mode": "500", "times": 1},      # absorbed by the backend's retry
+        {"task": ids[0], "turn": 1, "mode": "500", "times": 1},  # absorbed by the backend's retry
         {"task": ids[1], "turn": 2, "mode": "badjson", "times": 3},  # 3 bad bodies: episode fails once, rerun ok
-        {"task": ids[2], "turn": 1, "mode": "hang", "times": 2},     # 2 timeouts, then an answer
-        {"task": ids[3], "turn": 2, "mode": "hang", "times": -1},    # hangs for good: infrastructure_error
-        {"task": ids[4], "turn": 1, "mode": "400", "times": -1},     # the server refuses for good
+        {"task": ids[2], "turn": 1, "mode": "hang", "times": 2},  # 2 timeouts, then an answer
+        {"task": ids[3], "turn": 2, "mode": "hang", "times": -1},  # hangs for good: infrastructure_error
+        {"task": ids[4], "turn": 1, "mode": "400", "times": -1},  # the server refuses for good
     ]
     server, log = _start(tmp_path, script, faults)
     store = EpisodeStore(tmp_path / "cell" / "episodes.jsonl")
@@ -195,11 +215,24 @@ def test_cell_through_openai_backend_with_injected_faults(retail, tmp_path):
     agent = CountingAgent()
     t0 = time.time()
     with server:
-        backend = OpenAIBackend(server.base_url, "scripted-expert", max_retries=2, backoff_s=0.02, timeout_s=1.0,
-                                max_in_flight=1)
+        backend = OpenAIBackend(
+            server.base_url, "scripted-expert", max_retries=2, backoff_s=0.02, timeout_s=1.0, max_in_flight=1
+        )
         try:
-            run_cell(domain, tasks, agent, ScriptedUser(), EpisodeSettings(max_errors=3), 1, 0, store,
-                     backends={"agent": backend}, cell_hash="srv", infra_retries=2, progress=False)
+            run_cell(
+                domain,
+                tasks,
+                agent,
+                ScriptedUser(),
+                EpisodeSettings(max_errors=3),
+                1,
+                0,
+                store,
+                backends={"agent": backend},
+                cell_hash="srv",
+                infra_retries=2,
+                progress=False,
+            )
         finally:
             backend.close()
     elapsed = time.time() - t0
@@ -220,11 +253,13 @@ def test_cell_through_openai_backend_with_injected_faults(retail, tmp_path):
     assert metrics["n_episodes"] == N_TASKS and metrics["n_infrastructure_failures"] == 2
     assert metrics["n_scored"] == N_TASKS - 2 and metrics["success_rate"] == 1.0
     assert metrics["termination_infrastructure_error"] == 2
-    print(f"\nFIGURE server faults (engine): {len(hits)} requests for {N_TASKS} episodes, "
-          f"backend retries {backend.retries}, injected faults {sum(h['mode'] != 'ok' for h in hits)}, "
-          f"episode attempts {sum(attempts.values())} (reruns by run_cell {sum(attempts.values()) - N_TASKS}), "
-          f"completed correctly {metrics['n_scored']}, infrastructure_error {metrics['n_infrastructure_failures']}, "
-          f"{elapsed:.1f}s")
+    print(
+        f"\nFIGURE server faults (engine): {len(hits)} requests for {N_TASKS} episodes, "
+        f"backend retries {backend.retries}, injected faults {sum(h['mode'] != 'ok' for h in hits)}, "
+        f"episode attempts {sum(attempts.values())} (reruns by run_cell {sum(attempts.values()) - N_TASKS}), "
+        f"completed correctly {metrics['n_scored']}, infrastructure_error {metrics['n_infrastructure_failures']}, "
+        f"{elapsed:.1f}s"
+    )
 
 
 def test_flatscore_episodes_cli_with_openai_backend_and_faults(retail, tmp_path):
@@ -234,18 +269,45 @@ def test_flatscore_episodes_cli_with_openai_backend_and_faults(retail, tmp_path)
     ids = [t.id for t in tasks]
     script, expert = _expert_script(domain, tasks, 3, hermes_text_for={ids[1]})
     faults = [
-        {"task": ids[0], "turn": 1, "mode": "500", "times": 2},   # two 500s, backend retries (0.5 s, 1 s)
-        {"task": ids[2], "turn": 2, "mode": "400", "times": 1},   # 400 once: episode fails, run_cell reruns it
+        {"task": ids[0], "turn": 1, "mode": "500", "times": 2},  # two 500s, backend retries (0.5 s, 1 s)
+        {"task": ids[2], "turn": 2, "mode": "400", "times": 1},  # 400 once: episode fails, run_cell reruns it
         {"task": ids[3], "turn": 1, "mode": "400", "times": -1},  # 400 for good
     ]
     server, log = _start(tmp_path, script, faults)
     out = tmp_path / "cell"
     with server:
         result = subprocess.run(
-            [sys.executable, "-m", "flatscore.cli", "episodes", "--domain", "retail", "--data", str(data), "--split", "test",
-             "--tasks", ",".join(ids), "--agent", "llm", "--backend", "openai", "--base-url", server.base_url,
-             "--model", "scripted-expert", "--seed", "3", "--no-progress", "--out", str(out)],
-            capture_output=True, text=True, timeout=300)
+            [
+                sys.executable,
+                "-m",
+                "flatscore.cli",
+                "episodes",
+                "--domain",
+                "retail",
+                "--data",
+                str(data),
+                "--split",
+                "test",
+                "--tasks",
+                ",".join(ids),
+                "--agent",
+                "llm",
+                "--backend",
+                "openai",
+                "--base-url",
+                server.base_url,
+                "--model",
+                "scripted-expert",
+                "--seed",
+                "3",
+                "--no-progress",
+                "--out",
+                str(out),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
     assert result.returncode == 0, result.stderr[-3000:]
     assert "Traceback" not in result.stderr
     records = [json.loads(line) for line in (out / "episodes.jsonl").read_text().splitlines()]
@@ -256,5 +318,7 @@ def test_flatscore_episodes_cli_with_openai_backend_and_faults(retail, tmp_path)
     hits = [json.loads(line) for line in log.read_text().splitlines()]
     assert sum(1 for h in hits if h["task"] == ids[3] and h["mode"] == "400") == 3  # 1 + infra_retries
     assert "unscored" in result.stdout
-    print(f"\nFIGURE server faults (CLI): {len(hits)} requests, {sum(h['mode'] != 'ok' for h in hits)} injected faults, "
-          f"n_scored {metrics['n_scored']}, n_infrastructure_failures {metrics['n_infrastructure_failures']}")
+    print(
+        f"\nFIGURE server faults (CLI): {len(hits)} requests, {sum(h['mode'] != 'ok' for h in hits)} injected faults, "
+        f"n_scored {metrics['n_scored']}, n_infrastructure_failures {metrics['n_infrastructure_failures']}"
+    )

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import multiprocessing as mp
-import os
 import socket
 import subprocess
 import sys
@@ -40,34 +38,93 @@ def _episode(task: int, trial: int, seed: int, domain: str, budget: int, repair:
     term = "too_many_errors" if errors > budget else "user_stop"
     reward = 1.0 if term == "user_stop" and (task + seed) % 2 == 0 else 0.0
     events = [
-        {"step": i, "channel": "invented_tool", "side": "agent", "tool": "refund_everything",
-         "detail": "not in tool list", "counted": True}
+        {
+            "step": i,
+            "channel": "invented_tool",
+            "side": "agent",
+            "tool": "refund_everything",
+            "detail": "not in tool list",
+            "counted": True,
+        }
         for i in range(halluc)
     ]
     msgs = [{"role": "system", "content": "policy"}, {"role": "user", "content": f"help with order #{task}"}]
     for i in range(2):
-        msgs.append({"role": "assistant", "content": "", "tool_calls": [
-            {"id": f"c{i}", "type": "function", "function": {"name": "get_order_details", "arguments": {"order_id": f"#W{task}"}}}]})
-        msgs.append({"role": "tool", "name": "get_order_details", "tool_call_id": f"c{i}", "content": '{"status": "delivered"}'})
+        msgs.append(
+            {
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [
+                    {
+                        "id": f"c{i}",
+                        "type": "function",
+                        "function": {"name": "get_order_details", "arguments": {"order_id": f"#W{task}"}},
+                    }
+                ],
+            }
+        )
+        msgs.append(
+            {"role": "tool", "name": "get_order_details", "tool_call_id": f"c{i}", "content": '{"status": "delivered"}'}
+        )
     msgs.append({"role": "assistant", "content": "done"})
     return {
-        "task_id": f"{domain}_{task}", "trial": trial, "seed": seed, "domain": domain, "budget": budget,
-        "repair": repair, "termination": term, "reward": reward, "scored": True,
-        "reward_info": {"db_match": bool(reward)}, "errors_counted": errors, "channels": channels,
-        "error_events": events, "agent_tool_calls": 2 + halluc, "user_tool_calls": 0, "steps": len(msgs),
-        "messages": msgs, "usage": {"prompt_tokens": 100 + task, "completion_tokens": 20},
-        "timing": {"wall_s": 0.1 * (task + 1)}, "cell": "", "tau2_compat": False, "schema": 1,
+        "task_id": f"{domain}_{task}",
+        "trial": trial,
+        "seed": seed,
+        "domain": domain,
+        "budget": budget,
+        "repair": repair,
+        "termination": term,
+        "reward": reward,
+        "scored": True,
+        "reward_info": {"db_match": bool(reward)},
+        "errors_counted": errors,
+        "channels": channels,
+        "error_events": events,
+        "agent_tool_calls": 2 + halluc,
+        "user_tool_calls": 0,
+        "steps": len(msgs),
+        "messages": msgs,
+        "usage": {"prompt_tokens": 100 + task, "completion_tokens": 20},
+        "timing": {"wall_s": 0.1 * (task + 1)},
+        "cell": "",
+        "tau2_compat": False,
+        "schema": 1,
     }
 
 
-def make_cell(results: Path, *, study="s1", model="demo-llama", precision="full", domain="retail",
-              budget=10, repair=False, seed=0, n_tasks=3, trials=2, bump=0, extra=None) -> Path:
+def make_cell(
+    results: Path,
+    *,
+    study="s1",
+    model="demo-llama",
+    precision="full",
+    domain="retail",
+    budget=10,
+    repair=False,
+    seed=0,
+    n_tasks=3,
+    trials=2,
+    bump=0,
+    extra=None,
+) -> Path:
     cell = {
-        "study": study, "model": model, "precision": precision, "domain": domain, "budget": budget,
-        "repair": repair, "trials": trials, "seed": seed, "split": "test", "tau2_compat": False,
-        "n_tasks": n_tasks, "agent": "llm", "backend": "transformers",
+        "study": study,
+        "model": model,
+        "precision": precision,
+        "domain": domain,
+        "budget": budget,
+        "repair": repair,
+        "trials": trials,
+        "seed": seed,
+        "split": "test",
+        "tau2_compat": False,
+        "n_tasks": n_tasks,
+        "agent": "llm",
+        "backend": "transformers",
         "model_manifest_sha": hashlib.sha256(f"{model}-{precision}".encode()).hexdigest(),
-        "code_version": "0.1.0+g1234567", "seeds": [seed, seed + 1],
+        "code_version": "0.1.0+g1234567",
+        "seeds": [seed, seed + 1],
     }
     cell.update(extra or {})
     ident = {k: v for k, v in cell.items() if k not in ("study",)}
@@ -86,9 +143,15 @@ def make_cell(results: Path, *, study="s1", model="demo-llama", precision="full"
 
 def compute_metrics(eps: list[dict]) -> dict:
     n = len(eps)
-    m = {"n_episodes": n, "n_scored": sum(e["scored"] for e in eps), "n_infrastructure_failures": 0,
-         "success_rate": sum(e["reward"] for e in eps) / n, "pass_hat_1": sum(e["reward"] for e in eps) / n,
-         "tokens_prompt": sum(e["usage"]["prompt_tokens"] for e in eps), "wall_seconds": 1.5}
+    m = {
+        "n_episodes": n,
+        "n_scored": sum(e["scored"] for e in eps),
+        "n_infrastructure_failures": 0,
+        "success_rate": sum(e["reward"] for e in eps) / n,
+        "pass_hat_1": sum(e["reward"] for e in eps) / n,
+        "tokens_prompt": sum(e["usage"]["prompt_tokens"] for e in eps),
+        "wall_seconds": 1.5,
+    }
     calls = sum(e["agent_tool_calls"] for e in eps)
     for c in CHANNELS:
         m[f"channel_{c}"] = sum(e["channels"][c] for e in eps)
@@ -201,8 +264,22 @@ def test_three_cells_nested_idempotent_and_updated(results):
         assert run.data.tags["flatscore.cell_hash"] == cell["cell_hash"]
         for k in ("study", "domain", "precision", "model"):
             assert run.data.tags.get(k if k != "study" else "flatscore.study") == str(cell[k])
-        for k in ("model", "precision", "domain", "budget", "repair", "seed", "trials", "split",
-                  "model_manifest_sha", "code_version", "agent", "backend", "n_tasks", "tau2_compat"):
+        for k in (
+            "model",
+            "precision",
+            "domain",
+            "budget",
+            "repair",
+            "seed",
+            "trials",
+            "split",
+            "model_manifest_sha",
+            "code_version",
+            "agent",
+            "backend",
+            "n_tasks",
+            "tau2_compat",
+        ):
             assert run.data.params[k] == str(cell[k]), k
         assert json.loads(run.data.params["seeds"]) == cell["seeds"]
         for k, v in metrics.items():
@@ -219,7 +296,8 @@ def test_three_cells_nested_idempotent_and_updated(results):
         assert marker["run_id"] == rid and marker["uri"] == uri and marker["content_sha256"] == cl.content_sha256(d)
         # one trace per episode, linked to the run
         traces = _client(uri).search_traces(
-            locations=[exp.experiment_id], filter_string=f"metadata.`mlflow.sourceRun` = '{rid}'")
+            locations=[exp.experiment_id], filter_string=f"metadata.`mlflow.sourceRun` = '{rid}'"
+        )
         assert len(traces) == metrics["n_episodes"]
 
     # rerun: a no-op, same ids, still 3 cell runs
@@ -248,7 +326,8 @@ def test_three_cells_nested_idempotent_and_updated(results):
     hist = _client(uri).get_metric_history(ids[1], "channel_invented_tool")
     assert [m.value for m in sorted(hist, key=lambda m: m.step)] == [before, after_expected]
     traces = _client(uri).search_traces(
-        locations=[exp.experiment_id], filter_string=f"metadata.`mlflow.sourceRun` = '{ids[1]}'")
+        locations=[exp.experiment_id], filter_string=f"metadata.`mlflow.sourceRun` = '{ids[1]}'"
+    )
     assert len(traces) == 6  # replaced, not appended
     assert rerun_s < 5, rerun_s
 
@@ -306,8 +385,12 @@ def test_eight_processes_one_fresh_store(tmp_path):
     start_at = time.time() + 15.0  # all import mlflow first, then hit the fresh store together
     t = time.time()
     procs = [
-        subprocess.Popen([sys.executable, "-c", _WORKER, str(d), uri, str(start_at)],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        subprocess.Popen(
+            [sys.executable, "-c", _WORKER, str(d), uri, str(start_at)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         for d in dirs
     ]
     outs = [p.communicate(timeout=240) for p in procs]
@@ -321,13 +404,15 @@ def test_eight_processes_one_fresh_store(tmp_path):
     assert len(study) == 1 and len(cells) == 8
     assert {r.info.run_id for r in cells} == set(run_ids)
     assert all(r.data.tags["mlflow.parentRunId"] == study[0].info.run_id for r in cells)
-    from mlflow.store.db.utils import _verify_schema
     import sqlalchemy
+    from mlflow.store.db.utils import _verify_schema
 
     _verify_schema(sqlalchemy.create_engine(uri))
     per = sorted(json.loads(o.strip().splitlines()[-1])["seconds"] for o, _ in outs)
-    print(f"8 processes into a fresh store: all done {elapsed - (start_at - t):.1f}s after the start signal; "
-          f"per-process log_cell {per[0]:.1f}..{per[-1]:.1f}s")
+    print(
+        f"8 processes into a fresh store: all done {elapsed - (start_at - t):.1f}s after the start signal; "
+        f"per-process log_cell {per[0]:.1f}..{per[-1]:.1f}s"
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -339,10 +424,25 @@ def _start_server(port: int, root: Path) -> subprocess.Popen:
     db_uri = resolve_tracking_uri(None, root)
     ensure_store(db_uri)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", db_uri,
-         "--artifacts-destination", str(root / "artifacts"), "--host", "127.0.0.1", "--port", str(port),
-         "--workers", "1"],
-        stdout=subprocess.DEVNULL, stderr=open(root / "server.log", "w"), cwd=root,
+        [
+            sys.executable,
+            "-m",
+            "mlflow",
+            "server",
+            "--backend-store-uri",
+            db_uri,
+            "--artifacts-destination",
+            str(root / "artifacts"),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--workers",
+            "1",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=open(root / "server.log", "w"),
+        cwd=root,
     )
     import urllib.request
 

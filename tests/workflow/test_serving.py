@@ -32,20 +32,41 @@ def served_study(tmp_path_factory) -> Path:
     data = domain_class("retail").generate(work / "data" / "retail", seed=3, n_tasks=30)
     model = build_untrained_demo(work / "model", size="tiny")
     config = {
-        "study": "served", "results": "results",
+        "study": "served",
+        "results": "results",
         "tracking": {"uri": None, "experiment": "flatscore-served"},
         "domains": {"retail": {"source": "path", "path": str(data)}},
-        "split": "test", "tasks_per_domain": 2,
+        "split": "test",
+        "tasks_per_domain": 2,
         "models": {"demo": {"kind": "hf", "id": str(model), "prompt": "compact"}},
-        "precisions": ["full"], "budgets": [10], "repair": [False],
-        "trials": 2, "trial_shards": 1, "seed": 0, "max_steps": 10,
+        "precisions": ["full"],
+        "budgets": [10],
+        "repair": [False],
+        "trials": 2,
+        "trial_shards": 1,
+        "seed": 0,
+        "max_steps": 10,
         "backend": {"kind": "openai", "serve": "transformers", "max_in_flight": 2, "max_new_tokens": 16},
     }
     (work / "config.yaml").write_text(yaml.safe_dump(config))
     result = subprocess.run(
-        [sys.executable, "-m", "snakemake", "results/aggregate/summary.md", "--cores", "2", "-s", str(REPO / "Snakefile"),
-         "--directory", str(work), "--configfile", str(work / "config.yaml")],
-        capture_output=True, text=True, timeout=900,
+        [
+            sys.executable,
+            "-m",
+            "snakemake",
+            "results/aggregate/summary.md",
+            "--cores",
+            "2",
+            "-s",
+            str(REPO / "Snakefile"),
+            "--directory",
+            str(work),
+            "--configfile",
+            str(work / "config.yaml"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
     )
     assert result.returncode == 0, result.stderr[-4000:]
     return work

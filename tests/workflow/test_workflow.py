@@ -22,8 +22,18 @@ SNAKEFILE = REPO / "Snakefile"
 
 
 def snakemake(workdir: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-    command = [sys.executable, "-m", "snakemake", "-s", str(SNAKEFILE), "--directory", str(workdir),
-               "--configfile", str(workdir / "config.yaml"), *args]
+    command = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "-s",
+        str(SNAKEFILE),
+        "--directory",
+        str(workdir),
+        "--configfile",
+        str(workdir / "config.yaml"),
+        *args,
+    ]
     result = subprocess.run(command, capture_output=True, text=True)
     if check and result.returncode != 0:
         logs = "\n".join(f"--- {p}\n{p.read_text()[-2000:]}" for p in (workdir / "results" / "logs").rglob("*.log"))
@@ -66,8 +76,14 @@ def _mlflow_runs(workdir: Path, experiment: str):
 def test_every_cell_has_results_and_an_mlflow_run(study):
     config = yaml.safe_load((study / "config.yaml").read_text())
     cells = _cell_dirs(study)
-    expected = len(config["models"]) * len(config["precisions"]) * len(config["domains"]) * len(config["budgets"]) \
-        * len(config["repair"]) * config["trial_shards"]
+    expected = (
+        len(config["models"])
+        * len(config["precisions"])
+        * len(config["domains"])
+        * len(config["budgets"])
+        * len(config["repair"])
+        * config["trial_shards"]
+    )
     assert len(cells) == expected == 16
     runs = _mlflow_runs(study, config["tracking"]["experiment"])
     cell_runs = [r for r in runs if "flatscore.cell_hash" in r.data.tags]

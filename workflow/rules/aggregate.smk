@@ -16,18 +16,18 @@ rule aggregate:
             patterns=["{name}.png"],
             category="Plots",
         ),
+    log:
+        f"{LOGS}/aggregate.log",
+    conda:
+        CONDA_ENV
+    container:
+        CONTAINER
     params:
         cells=lambda wc, input: " ".join(str(Path(m).parent) for m in input.metrics),
         study=shlex.quote(json.dumps(config, sort_keys=True)),
         margin=config.get("analysis", {}).get("equivalence_margin", 0.075),
         out=lambda wc, output: str(Path(output.summary).parent),
         gaps=" ".join(str(g) for g in config.get("analysis", {}).get("power_gaps", [0.05, 0.10, 0.15])),
-    conda:
-        CONDA_ENV
-    container:
-        CONTAINER
-    log:
-        f"{LOGS}/aggregate.log",
     shell:
         "flatscore aggregate --cells {params.cells} --out {params.out} --config {params.study} "
         "--equivalence-margin {params.margin} --power-gaps {params.gaps} > {log} 2>&1"

@@ -6,7 +6,6 @@ from pathlib import Path
 
 from snakemake.utils import validate
 
-
 validate(config, schema="../schemas/config.schema.yaml")
 
 RESULTS = config["results"].rstrip("/")

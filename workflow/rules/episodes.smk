@@ -10,15 +10,15 @@ after the last finished episode instead of starting the cell over.
 rule tracking_store:
     output:
         ready=f"{RESULTS}/tracking/store.json",
-    params:
-        uri=tracking_uri_arg(),
-        results=lambda wc, output: str(Path(output.ready).parent.parent),
+    log:
+        f"{LOGS}/tracking_store.log",
     conda:
         CONDA_ENV
     container:
         CONTAINER
-    log:
-        f"{LOGS}/tracking_store.log",
+    params:
+        uri=tracking_uri_arg(),
+        results=lambda wc, output: str(Path(output.ready).parent.parent),
     shell:
         "flatscore init-tracking {params.uri} --results {params.results} --marker {output.ready} > {log} 2>&1"
 
@@ -30,18 +30,18 @@ rule serve_model:
         model=lambda wc: model_marker(wc.model, wc.precision),
     output:
         announce=service(f"{RESULTS}/serving/{{model}}/{{precision}}/server.json"),
-    params:
-        model=lambda wc: model_path(wc.model, wc.precision),
-        served=lambda wc: model_spec(wc.model).get("served_model", model_path(wc.model, wc.precision)),
-        args=server_args() if BACKEND.get("serve") else "",
+    log:
+        f"{LOGS}/serve_model/{{model}}-{{precision}}.log",
     group:
         "inference"
     conda:
         GPU_CONDA_ENV
     container:
         GPU_CONTAINER
-    log:
-        f"{LOGS}/serve_model/{{model}}-{{precision}}.log",
+    params:
+        model=lambda wc: model_path(wc.model, wc.precision),
+        served=lambda wc: model_spec(wc.model).get("served_model", model_path(wc.model, wc.precision)),
+        args=server_args() if BACKEND.get("serve") else "",
     shell:
         "exec flatscore serve --model {params.model} --served-model {params.served} {params.args} "
         "--announce {output.announce} > {log} 2>&1"
@@ -55,20 +55,20 @@ rule episodes:
         server=lambda wc: server_announcement(wc.model, wc.precision) if SHARED_SERVER else [],
     output:
         metrics=f"{RESULTS}/cells/{{model}}/{{precision}}/{{domain}}/K{{budget}}/repair-{{repair}}/shard{{shard}}/metrics.json",
-    params:
-        args=episodes_args,
-        out=lambda wc, output: str(Path(output.metrics).parent),
+    log:
+        f"{LOGS}/episodes/{{model}}-{{precision}}-{{domain}}-K{{budget}}-repair-{{repair}}-shard{{shard}}.log",
     group:
         "inference"
-    threads: THREADS if BACKEND.get("kind", "transformers") == "transformers" else 1
-    resources:
-        mem_mb=4000,
     conda:
         GPU_CONDA_ENV
     container:
         GPU_CONTAINER
-    log:
-        f"{LOGS}/episodes/{{model}}-{{precision}}-{{domain}}-K{{budget}}-repair-{{repair}}-shard{{shard}}.log",
+    threads: THREADS if BACKEND.get("kind", "transformers") == "transformers" else 1
+    resources:
+        mem_mb=4000,
+    params:
+        args=episodes_args,
+        out=lambda wc, output: str(Path(output.metrics).parent),
     shell:
         "OMP_NUM_THREADS={threads} flatscore episodes {params.args} --out {params.out} > {log} 2>&1"
 
@@ -80,16 +80,16 @@ rule sync_tracking:
         store=f"{RESULTS}/tracking/store.json",
     output:
         counts=f"{RESULTS}/tracking/sync.json",
-    params:
-        uri=tracking_uri_arg(),
-        experiment=TRACKING.get("experiment", STUDY),
-        results=lambda wc, input: str(Path(input.store).parent.parent),
+    log:
+        f"{LOGS}/sync_tracking.log",
     conda:
         CONDA_ENV
     container:
         CONTAINER
-    log:
-        f"{LOGS}/sync_tracking.log",
+    params:
+        uri=tracking_uri_arg(),
+        experiment=TRACKING.get("experiment", STUDY),
+        results=lambda wc, input: str(Path(input.store).parent.parent),
     shell:
         "flatscore sync --results {params.results} {params.uri} --experiment {params.experiment} "
         "--marker {output.counts} > {log} 2>&1"

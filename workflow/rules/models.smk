@@ -4,16 +4,16 @@
 rule generate_domain:
     output:
         tasks=f"{RESULTS}/data/{{domain}}/tasks.json",
-    params:
-        out=lambda wc, output: str(Path(output.tasks).parent),
-        seed=lambda wc: config["domains"][wc.domain].get("seed", 0),
-        n_tasks=lambda wc: config["domains"][wc.domain].get("n_tasks", 120),
+    log:
+        f"{LOGS}/generate_domain/{{domain}}.log",
     conda:
         CONDA_ENV
     container:
         CONTAINER
-    log:
-        f"{LOGS}/generate_domain/{{domain}}.log",
+    params:
+        out=lambda wc, output: str(Path(output.tasks).parent),
+        seed=lambda wc: config["domains"][wc.domain].get("seed", 0),
+        n_tasks=lambda wc: config["domains"][wc.domain].get("n_tasks", 120),
     shell:
         "flatscore generate-domain --domain {wildcards.domain} --out {params.out} "
         "--seed {params.seed} --n-tasks {params.n_tasks} > {log} 2>&1"
@@ -24,16 +24,16 @@ rule expert_demos:
         data=[domain_marker(d) for d in config["domains"]],
     output:
         demos=f"{RESULTS}/demos/{{model}}.jsonl",
-    params:
-        domains=lambda wc: " ".join(f"--domain {d}={domain_data(d)}" for d in config["domains"]),
-        prompt=lambda wc: model_spec(wc.model).get("prompt", "compact"),
-        augment=lambda wc: model_spec(wc.model).get("augment_dbs", 3),
+    log:
+        f"{LOGS}/expert_demos/{{model}}.log",
     conda:
         CONDA_ENV
     container:
         CONTAINER
-    log:
-        f"{LOGS}/expert_demos/{{model}}.log",
+    params:
+        domains=lambda wc: " ".join(f"--domain {d}={domain_data(d)}" for d in config["domains"]),
+        prompt=lambda wc: model_spec(wc.model).get("prompt", "compact"),
+        augment=lambda wc: model_spec(wc.model).get("augment_dbs", 3),
     shell:
         "flatscore demos {params.domains} --split train --prompt {params.prompt} --augment-dbs {params.augment} "
         "--out {output.demos} > {log} 2>&1"
@@ -44,20 +44,20 @@ rule train_demo:
         demos=f"{RESULTS}/demos/{{model}}.jsonl",
     output:
         manifest=f"{RESULTS}/models/{{model}}/full/flatscore_manifest.json",
+    log:
+        f"{LOGS}/train_demo/{{model}}.log",
+    conda:
+        CONDA_ENV
+    container:
+        CONTAINER
+    threads: THREADS
+    resources:
+        mem_mb=4000,
     params:
         out=lambda wc, output: str(Path(output.manifest).parent),
         size=lambda wc: model_spec(wc.model).get("size", "default"),
         seed=lambda wc: model_spec(wc.model).get("seed", 0),
         max_seconds=lambda wc: model_spec(wc.model).get("max_seconds", 570),
-    threads: THREADS
-    resources:
-        mem_mb=4000,
-    conda:
-        CONDA_ENV
-    container:
-        CONTAINER
-    log:
-        f"{LOGS}/train_demo/{{model}}.log",
     shell:
         "flatscore train-demo --demos {input.demos} --out {params.out} --size {params.size} "
         "--seed {params.seed} --max-seconds {params.max_seconds} > {log} 2>&1"

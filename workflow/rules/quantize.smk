@@ -7,23 +7,23 @@ rule quantize:
         calibration=f"{RESULTS}/demos/{{model}}.jsonl",
     output:
         manifest=f"{RESULTS}/models/{{model}}/{{precision}}/flatscore_manifest.json",
+    log:
+        f"{LOGS}/quantize/{{model}}-{{precision}}.log",
     wildcard_constraints:
         precision="int8|int4",
+    conda:
+        GPU_CONDA_ENV
+    container:
+        GPU_CONTAINER
+    threads: THREADS
+    resources:
+        mem_mb=8000,
     params:
         source=lambda wc: model_path(wc.model, "full"),
         out=lambda wc, output: str(Path(output.manifest).parent),
         scheme=lambda wc: config["quantization"][wc.precision]["scheme"],
         group_size=lambda wc: config["quantization"][wc.precision].get("group_size", 32),
         n_calibration=config.get("quantization", {}).get("n_calibration", 64),
-    threads: THREADS
-    resources:
-        mem_mb=8000,
-    conda:
-        GPU_CONDA_ENV
-    container:
-        GPU_CONTAINER
-    log:
-        f"{LOGS}/quantize/{{model}}-{{precision}}.log",
     shell:
         "flatscore quantize --model {params.source} --out {params.out} --scheme {params.scheme} "
         "--group-size {params.group_size} --calibration {input.calibration} "

@@ -10,13 +10,13 @@ rule report:
         plots=f"{RESULTS}/aggregate/plots",
     output:
         index=f"{RESULTS}/report/index.md",
-    params:
-        aggregate=lambda wc, input: str(Path(input.summary).parent),
+    log:
+        f"{LOGS}/report.log",
     conda:
         CONDA_ENV
     container:
         CONTAINER
-    log:
-        f"{LOGS}/report.log",
+    params:
+        aggregate=lambda wc, input: str(Path(input.summary).parent),
     shell:
         "flatscore report --aggregate {params.aggregate} --out {output.index} > {log} 2>&1"

@@ -35,6 +35,7 @@ from .user_requests import format_user_request
 
 ISSUES = ("service_issue", "mobile_data_issue", "mms_issue")
 
+
 #: One check of the diagnosis: who runs it, the tool, whether it needs the customer/line ids,
 #: the issues it belongs to and the ground-truth fixes (first actions of a fault) it reveals.
 @dataclass(frozen=True)
@@ -51,22 +52,37 @@ _ALL = frozenset(ISSUES)
 _DATA_MMS = frozenset({"mobile_data_issue", "mms_issue"})
 CHECKS: tuple[Check, ...] = (
     # -- on the user's phone (no identifiers needed) --
-    Check("user", "check_network_status", _ALL,
-          frozenset({"toggle_airplane_mode", "toggle_data", "reseat_sim_card", "toggle_roaming"})),
+    Check(
+        "user",
+        "check_network_status",
+        _ALL,
+        frozenset({"toggle_airplane_mode", "toggle_data", "reseat_sim_card", "toggle_roaming"}),
+    ),
     Check("user", "check_network_mode_preference", _DATA_MMS, frozenset({"set_network_mode_preference"})),
     Check("user", "check_wifi_calling_status", frozenset({"mms_issue"}), frozenset({"toggle_wifi_calling"})),
     Check("user", "check_apn_settings", frozenset({"mms_issue", "service_issue"}), frozenset({"reset_apn_settings"})),
-    Check("user", "check_app_permissions", frozenset({"mms_issue"}), frozenset({"grant_app_permission"}),
-          arguments=(("app_name", "messaging"),)),
+    Check(
+        "user",
+        "check_app_permissions",
+        frozenset({"mms_issue"}),
+        frozenset({"grant_app_permission"}),
+        arguments=(("app_name", "messaging"),),
+    ),
     Check("user", "check_vpn_status", frozenset({"mobile_data_issue"}), frozenset({"disconnect_vpn"})),
-    Check("user", "check_data_restriction_status", frozenset({"mobile_data_issue"}),
-          frozenset({"toggle_data_saver_mode"})),
+    Check(
+        "user", "check_data_restriction_status", frozenset({"mobile_data_issue"}), frozenset({"toggle_data_saver_mode"})
+    ),
     # -- on the account, after the lookup --
     # The line's record is on screen after the lookup: roaming on the line.
     Check("assistant", "", _DATA_MMS, frozenset({"enable_roaming"}), needs=("line_id",)),
     Check("assistant", "get_data_usage", _DATA_MMS, frozenset({"refuel_data"}), needs=("customer_id", "line_id")),
-    Check("assistant", "get_bills_for_customer", frozenset({"service_issue"}), frozenset({"send_payment_request"}),
-          needs=("customer_id",)),
+    Check(
+        "assistant",
+        "get_bills_for_customer",
+        frozenset({"service_issue"}),
+        frozenset({"send_payment_request"}),
+        needs=("customer_id",),
+    ),
 )
 PHONE_CHECKS = tuple(c for c in CHECKS if c.requestor == "user")
 ACCOUNT_CHECKS = tuple(c for c in CHECKS if c.requestor != "user")
@@ -125,8 +141,9 @@ def diagnosis_plan(task: Task, ids: dict[str, str] | None, placed: set[int]) -> 
             continue
         if check.name:
             args = {k: v for k, v in check.arguments} | {k: (ids or {})[k] for k in check.needs}
-            plan.append(Action(action_id=f"check_{check.name}", requestor=check.requestor, name=check.name,
-                               arguments=args))
+            plan.append(
+                Action(action_id=f"check_{check.name}", requestor=check.requestor, name=check.name, arguments=args)
+            )
         for i, group in enumerate(groups):
             head = group[0].name
             if i in placed:
@@ -225,8 +242,9 @@ class DiagnosingExpertAgent(ExpertAgent):
         d.position += 1
         if action.requestor == "user":
             return TurnOutput(content=format_user_request(action.name, action.arguments))
-        return TurnOutput(tool_calls=[ToolCall(id=f"call_{view.turn}_0", name=action.name,
-                                               arguments=dict(action.arguments))])
+        return TurnOutput(
+            tool_calls=[ToolCall(id=f"call_{view.turn}_0", name=action.name, arguments=dict(action.arguments))]
+        )
 
     def _lookup_step(self, view: AgentView, d: _Diagnosis) -> tuple[str, dict[str, Any]] | None:
         """The next lookup call, or None once the customer and line are known (or cannot be)."""

@@ -68,7 +68,9 @@ class ExpertAgent(Agent):
         state.last = ("action", index)
         if action.requestor == "user":
             return TurnOutput(content=format_user_request(action.name, action.arguments))
-        return TurnOutput(tool_calls=[ToolCall(id=f"call_{turn}_0", name=action.name, arguments=dict(action.arguments))])
+        return TurnOutput(
+            tool_calls=[ToolCall(id=f"call_{turn}_0", name=action.name, arguments=dict(action.arguments))]
+        )
 
     def _close(self, state: _PlanState, view: AgentView) -> TurnOutput:
         state.last = ("close", None)
@@ -107,12 +109,22 @@ class NoiseRates:
     extra: dict[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        for name in ("invented_tool", "other_side_tool", "invalid_arguments", "tool_error", "malformed_call",
-                     "recover_plain", "recover_repair"):
+        for name in (
+            "invented_tool",
+            "other_side_tool",
+            "invalid_arguments",
+            "tool_error",
+            "malformed_call",
+            "recover_plain",
+            "recover_repair",
+        ):
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
                 raise ValueError(f"noise rate '{name}': expected a probability in [0, 1], got {value!r}")
-        if self.invented_tool + self.other_side_tool + self.invalid_arguments + self.tool_error + self.malformed_call > 1.0:
+        if (
+            self.invented_tool + self.other_side_tool + self.invalid_arguments + self.tool_error + self.malformed_call
+            > 1.0
+        ):
             raise ValueError("noise rates: the injected-error probabilities must sum to at most 1")
 
 
@@ -148,7 +160,9 @@ class NoisyExpertAgent(ExpertAgent):
     def describe(self) -> dict[str, Any]:
         return {"agent": self.name, **{k: v for k, v in vars(self.rates).items() if k != "extra"}}
 
-    def _inject(self, channel: str, action: Action, view: AgentView, state: _PlanState, rng: random.Random) -> TurnOutput:
+    def _inject(
+        self, channel: str, action: Action, view: AgentView, state: _PlanState, rng: random.Random
+    ) -> TurnOutput:
         counts = self.injected.setdefault(view.episode_id, {})
         counts[channel] = counts.get(channel, 0) + 1
         state.last = ("noise", channel)
@@ -176,8 +190,11 @@ class NoisyExpertAgent(ExpertAgent):
 
     def _step(self, action: Action, state: _PlanState, view: AgentView) -> TurnOutput:
         rng = random.Random(view.seed)
-        last_was_hallucination = state.last is not None and state.last[0] == "noise" and state.last[1] in (
-            "invented_tool", "other_side_tool")
+        last_was_hallucination = (
+            state.last is not None
+            and state.last[0] == "noise"
+            and state.last[1] in ("invented_tool", "other_side_tool")
+        )
         if last_was_hallucination:
             repaired = is_repair_message(str(view.messages[-1].get("content", ""))) if view.messages else False
             recover = self.rates.recover_repair if repaired else self.rates.recover_plain

@@ -50,7 +50,7 @@ def user_tools_text(user_tools: dict[str, ToolSpec], compact: bool) -> str:
         f"{lines}\n"
         "To ask the user to perform one, write in your message, for example: "
         f"{REQUEST_PREFIX} {next(iter(user_tools.values())).name}(...)\n"
-        "with keyword arguments as JSON values, e.g. name(arg=\"value\", n=1)."
+        'with keyword arguments as JSON values, e.g. name(arg="value", n=1).'
     )
 
 

@@ -25,6 +25,8 @@ def make_llm_agent(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
         from ..backends.openai_backend import OpenAIBackend
 
         if not args.base_url:
-            raise ValueError("--base-url: required with --backend openai (the server's URL, e.g. http://127.0.0.1:8000)")
+            raise ValueError(
+                "--base-url: required with --backend openai (the server's URL, e.g. http://127.0.0.1:8000)"
+            )
         backend = OpenAIBackend(args.base_url, args.served_model or args.model, max_in_flight=args.max_in_flight)
     return agent, {"agent": backend}

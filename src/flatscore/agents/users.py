@@ -86,4 +86,3 @@ class ScriptedUser(UserSimulator):
             return TurnOutput(content=f"This is not getting anywhere. Goodbye. {STOP_TOKEN}", stop=True)
         return TurnOutput(content=self.opening(view))
         yield  # pragma: no cover
-

@@ -19,8 +19,15 @@ _EXPORTS = {
     "pass_hat_k": "flatscore.analysis.stats",
 }
 
-__all__ = ["CorruptRecordError", "StudyData", "aggregate", "counterfactual_agreement", "find_cell_dirs",
-           "load_cells", "pass_hat_k"]
+__all__ = [
+    "CorruptRecordError",
+    "StudyData",
+    "aggregate",
+    "counterfactual_agreement",
+    "find_cell_dirs",
+    "load_cells",
+    "pass_hat_k",
+]
 
 
 def __getattr__(name: str) -> Any:

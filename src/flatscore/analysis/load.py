@@ -14,9 +14,9 @@ the file and the line: results are never silently dropped.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -117,12 +117,22 @@ def _parse_episodes(path: Path, channels: list[str]) -> tuple[dict[str, list], d
         except _DECODE_ERRORS as exc:
             raise CorruptRecordError(path, raw.count(b"\n") + 1, f"truncated last line ({exc})") from exc
     c_task, c_trial, c_seed, c_rew, c_sc, c_term, c_err = (
-        cols["task_id"], cols["trial"], cols["seed"], cols["reward"], cols["scored"],
-        cols["termination"], cols["errors_counted"],
+        cols["task_id"],
+        cols["trial"],
+        cols["seed"],
+        cols["reward"],
+        cols["scored"],
+        cols["termination"],
+        cols["errors_counted"],
     )
     c_atc, c_utc, c_steps = cols["agent_tool_calls"], cols["user_tool_calls"], cols["steps"]
     ev_row, ev_step, ev_ch, ev_side, ev_tool, ev_cnt = (
-        ev["row"], ev["step"], ev["channel"], ev["side"], ev["tool"], ev["counted"],
+        ev["row"],
+        ev["step"],
+        ev["channel"],
+        ev["side"],
+        ev["tool"],
+        ev["counted"],
     )
     row = 0
     for lineno, line in enumerate(raw.splitlines(), start=1):
@@ -179,9 +189,16 @@ def _objects(values: Iterable) -> np.ndarray:
 
 
 #: Per-episode numeric columns and the dtype each is loaded as (``ch_*`` are COUNT_DTYPE too).
-EPISODE_DTYPES: dict[str, Any] = {"trial": np.int16, "seed": np.int64, "reward": np.float64, "scored": bool,
-                                  "errors_counted": np.int16, "agent_tool_calls": np.int16,
-                                  "user_tool_calls": np.int16, "steps": np.int16}
+EPISODE_DTYPES: dict[str, Any] = {
+    "trial": np.int16,
+    "seed": np.int64,
+    "reward": np.float64,
+    "scored": bool,
+    "errors_counted": np.int16,
+    "agent_tool_calls": np.int16,
+    "user_tool_calls": np.int16,
+    "steps": np.int16,
+}
 
 
 def cell_arrays(cols: dict[str, list], ev: dict[str, list]) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
@@ -192,22 +209,28 @@ def cell_arrays(cols: dict[str, list], ev: dict[str, list]) -> tuple[dict[str, n
     exactly what the loader would build from its ``episodes.jsonl``. ``reward`` stays float64
     so sums stay exact; ``task_id`` and the event strings are ``str``-ed as they always were.
     """
-    ep: dict[str, np.ndarray] = {"task_id": _objects(str(t) for t in cols["task_id"]),
-                                 "termination": _objects(cols["termination"])}
+    ep: dict[str, np.ndarray] = {
+        "task_id": _objects(str(t) for t in cols["task_id"]),
+        "termination": _objects(cols["termination"]),
+    }
     for key, dtype in EPISODE_DTYPES.items():
         ep[key] = np.asarray(cols[key], dtype=dtype)
     for key, values in cols.items():
         if key.startswith("ch_"):
             ep[key] = np.asarray(values, dtype=COUNT_DTYPE)
-    evd: dict[str, np.ndarray] = {"row": np.asarray(ev["row"], dtype=np.int64),
-                                  "step": np.asarray(ev["step"], dtype=np.int16),
-                                  "counted": np.asarray(ev["counted"], dtype=bool)}
+    evd: dict[str, np.ndarray] = {
+        "row": np.asarray(ev["row"], dtype=np.int64),
+        "step": np.asarray(ev["step"], dtype=np.int16),
+        "counted": np.asarray(ev["counted"], dtype=bool),
+    }
     for key in ("channel", "side", "tool"):
         evd[key] = _objects(str(v) for v in ev[key])
     return ep, evd
 
 
-def _cell_data(d: Path, path: Path, channels: list[str]) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], dict[str, set]]:
+def _cell_data(
+    d: Path, path: Path, channels: list[str]
+) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], dict[str, set]]:
     """A cell's arrays: from its summary when that is intact and matches the JSONL, else parsed."""
     # imported here: the summary module imports this one
     from flatscore.analysis.summary import read_summary
@@ -238,7 +261,9 @@ def load_cells(cell_dirs: Iterable[Path | str]) -> StudyData:
         for key in ("budget", "domain", "repair"):
             vals = {v for v in seen[key] if v is not None}
             if vals and vals != {meta[key]}:
-                raise CorruptRecordError(path, None, f"episodes disagree with cell.json on {key}: {sorted(map(str, vals))} vs {meta[key]!r}")
+                raise CorruptRecordError(
+                    path, None, f"episodes disagree with cell.json on {key}: {sorted(map(str, vals))} vs {meta[key]!r}"
+                )
         for c in list(cols):
             if c.startswith("ch_") and c[3:] not in channels:
                 channels.append(c[3:])
@@ -297,9 +322,7 @@ def load_cells(cell_dirs: Iterable[Path | str]) -> StudyData:
 
     # error events: global episode row = cell offset + row within the cell
     offsets = np.concatenate([[0], np.cumsum(n_per_cell)[:-1]]) if len(n_per_cell) else np.zeros(0, np.int64)
-    rows = np.concatenate(
-        [p["row"] + off for p, off in zip(ev_parts, offsets)]
-    ) if ev_parts else np.zeros(0, np.int64)
+    rows = np.concatenate([p["row"] + off for p, off in zip(ev_parts, offsets)]) if ev_parts else np.zeros(0, np.int64)
     evd = cell_columns(n_ev_per_cell)
     evd["task_id"] = pd.Categorical.from_codes(
         episodes["task_id"].cat.codes.to_numpy()[rows], categories=episodes["task_id"].cat.categories

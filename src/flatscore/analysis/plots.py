@@ -93,10 +93,19 @@ def plot_amplification(amp: pd.DataFrame, path: Path) -> Path | None:
         for i, prec in enumerate(precs):
             s = g[g["precision"].astype(str) == prec].set_index("channel").reindex(chans)
             y = s["ratio_per_task"].to_numpy(float)
-            err = np.vstack([y - s["ratio_per_task_ci_low"].to_numpy(float), s["ratio_per_task_ci_high"].to_numpy(float) - y])
+            err = np.vstack(
+                [y - s["ratio_per_task_ci_low"].to_numpy(float), s["ratio_per_task_ci_high"].to_numpy(float) - y]
+            )
             err = np.where(np.isfinite(err), np.clip(err, 0, None), 0)
-            ax.bar(x + (i - (len(precs) - 1) / 2) * w, np.nan_to_num(y), w, yerr=err, capsize=2,
-                   color=palette[prec], label=f"{prec} / full")
+            ax.bar(
+                x + (i - (len(precs) - 1) / 2) * w,
+                np.nan_to_num(y),
+                w,
+                yerr=err,
+                capsize=2,
+                color=palette[prec],
+                label=f"{prec} / full",
+            )
         ax.axhline(1.0, color="black", lw=0.8, ls="--")
         ax.set_xticks(x)
         ax.set_xticklabels(chans, rotation=35, ha="right", fontsize=7)
@@ -111,8 +120,15 @@ def plot_repair(rep: pd.DataFrame, path: Path) -> Path | None:
     if rep is None or len(rep) == 0:
         return None
     r = rep.copy()
-    r["label"] = (r["model"].astype(str) + " " + r["precision"].astype(str) + " " + r["domain"].astype(str)
-                  + " K=" + r["budget"].astype(int).astype(str))
+    r["label"] = (
+        r["model"].astype(str)
+        + " "
+        + r["precision"].astype(str)
+        + " "
+        + r["domain"].astype(str)
+        + " K="
+        + r["budget"].astype(int).astype(str)
+    )
     r = r.sort_values(["model", "domain", "budget", "precision"]).reset_index(drop=True)
     fig, ax = plt.subplots(figsize=(7, 0.45 * len(r) + 1.5))
     y = np.arange(len(r))

@@ -56,10 +56,11 @@ def _resamples(n: int, n_boot: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     w = np.zeros((n_boot, n))
     step = max(1, 2**18 // n)  # rows per bincount: keep the counted block in cache
     for r0 in range(0, n_boot, step):
-        block = idx[r0:r0 + step]
+        block = idx[r0 : r0 + step]
         rows = block.shape[0]
-        w[r0:r0 + rows] = np.bincount((block + (np.arange(rows) * n)[:, None]).ravel(),
-                                      minlength=rows * n).reshape(rows, n)
+        w[r0 : r0 + rows] = np.bincount((block + (np.arange(rows) * n)[:, None]).ravel(), minlength=rows * n).reshape(
+            rows, n
+        )
     idx.setflags(write=False)
     w.setflags(write=False)
     return idx, w
@@ -69,8 +70,9 @@ def _boot_indices(n: int, n_boot: int, seed) -> np.ndarray:
     return _resamples(int(n), int(n_boot), seed)[0]
 
 
-def _interval(theta_b: np.ndarray, theta_hat: np.ndarray, theta_jack: np.ndarray | None,
-              confidence: float = 0.95) -> np.ndarray:
+def _interval(
+    theta_b: np.ndarray, theta_hat: np.ndarray, theta_jack: np.ndarray | None, confidence: float = 0.95
+) -> np.ndarray:
     """scipy's BCa (``theta_jack`` given) or percentile interval per row; (2, q).
 
     ``theta_b`` (q, B) bootstrap distribution, ``theta_hat`` (q,), ``theta_jack`` (q, n).
@@ -129,8 +131,9 @@ def _bootci(x, y=None, func="mean", paired=False, n_boot=2000, seed=0) -> tuple[
         with warnings.catch_warnings(), np.errstate(all="ignore"):
             warnings.simplefilter("ignore")
             try:
-                ci = pg.compute_bootci(x, y=y, func=func, paired=paired, method=method, n_boot=n_boot,
-                                       decimals=DECIMALS, seed=seed)
+                ci = pg.compute_bootci(
+                    x, y=y, func=func, paired=paired, method=method, n_boot=n_boot, decimals=DECIMALS, seed=seed
+                )
             except (ValueError, FloatingPointError, ZeroDivisionError):
                 continue
         if np.all(np.isfinite(ci)):
@@ -203,7 +206,9 @@ def _arm_frame(tasks: pd.DataFrame, keys: list[str]) -> Iterator[tuple[tuple, pd
         yield (key if isinstance(key, tuple) else (key,)), g
 
 
-def iter_pairs(tasks: pd.DataFrame, group_keys: list[str], arm_col: str, reference) -> Iterator[tuple[dict, object, pd.DataFrame, pd.DataFrame]]:
+def iter_pairs(
+    tasks: pd.DataFrame, group_keys: list[str], arm_col: str, reference
+) -> Iterator[tuple[dict, object, pd.DataFrame, pd.DataFrame]]:
     """(group, treatment, reference rows, treatment rows), tasks aligned (present in both arms),
     indexed by task id (str)."""
     t = tasks.set_index(tasks["task_id"].astype(str).rename("task"))
@@ -233,25 +238,57 @@ def success_table(episodes: pd.DataFrame, n_boot: int = 2000, seed: int = 0) -> 
     rows = []
     for key, g in _arm_frame(tasks, ARM_KEYS):
         lo, hi = _bootci(g["pass_rate"].to_numpy(), n_boot=n_boot, seed=seed)
-        rows.append({**dict(zip(ARM_KEYS, key)), "n_tasks": len(g), "trials": int(g["n"].max()),
-                     "success": float(g["pass_rate"].mean()), "ci_low": lo, "ci_high": hi,
-                     "mean_errors_counted": float(g["errors_counted"].sum() / g["n"].sum())})
-    succ = pd.DataFrame(rows, columns=[*ARM_KEYS, "n_tasks", "trials", "success", "ci_low", "ci_high", "mean_errors_counted"])
+        rows.append(
+            {
+                **dict(zip(ARM_KEYS, key)),
+                "n_tasks": len(g),
+                "trials": int(g["n"].max()),
+                "success": float(g["pass_rate"].mean()),
+                "ci_low": lo,
+                "ci_high": hi,
+                "mean_errors_counted": float(g["errors_counted"].sum() / g["n"].sum()),
+            }
+        )
+    succ = pd.DataFrame(
+        rows, columns=[*ARM_KEYS, "n_tasks", "trials", "success", "ci_low", "ci_high", "mean_errors_counted"]
+    )
     cnt = cnt.reset_index()
     term = term.reset_index()
     for t in ("infrastructure_error", "malformed_dropped", "too_many_errors"):
         if t not in term:
             term[t] = 0
-    out = cnt.merge(term[ARM_KEYS + ["infrastructure_error", "malformed_dropped", "too_many_errors"]], on=ARM_KEYS, how="left")
-    out = out.rename(columns={"infrastructure_error": "n_infrastructure_error", "malformed_dropped": "n_malformed_dropped",
-                              "too_many_errors": "n_too_many_errors"})
+    out = cnt.merge(
+        term[ARM_KEYS + ["infrastructure_error", "malformed_dropped", "too_many_errors"]], on=ARM_KEYS, how="left"
+    )
+    out = out.rename(
+        columns={
+            "infrastructure_error": "n_infrastructure_error",
+            "malformed_dropped": "n_malformed_dropped",
+            "too_many_errors": "n_too_many_errors",
+        }
+    )
     out["n_unscored"] = out["n_episodes"] - out["n_scored"]
     out = out.merge(succ, on=ARM_KEYS, how="left")
     for c in ARM_KEYS:
         out[c] = out[c].astype(object)
-    return out[[*ARM_KEYS, "n_cells", "n_tasks", "trials", "n_episodes", "n_scored", "n_unscored",
-                "n_infrastructure_error", "n_malformed_dropped", "n_too_many_errors", "success", "ci_low",
-                "ci_high", "mean_errors_counted"]].reset_index(drop=True)
+    return out[
+        [
+            *ARM_KEYS,
+            "n_cells",
+            "n_tasks",
+            "trials",
+            "n_episodes",
+            "n_scored",
+            "n_unscored",
+            "n_infrastructure_error",
+            "n_malformed_dropped",
+            "n_too_many_errors",
+            "success",
+            "ci_low",
+            "ci_high",
+            "mean_errors_counted",
+        ]
+    ].reset_index(drop=True)
 
 
 def passk_table(episodes: pd.DataFrame) -> pd.DataFrame:
@@ -260,8 +297,14 @@ def passk_table(episodes: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for key, g in _arm_frame(tasks, ARM_KEYS):
         for k in range(1, int(g["n"].max()) + 1):
-            rows.append({**dict(zip(ARM_KEYS, key)), "k": k, "n_tasks": int((g["n"] >= k).sum()),
-                         "pass_hat_k": pass_hat_k(g["successes"], g["n"], k)})
+            rows.append(
+                {
+                    **dict(zip(ARM_KEYS, key)),
+                    "k": k,
+                    "n_tasks": int((g["n"] >= k).sum()),
+                    "pass_hat_k": pass_hat_k(g["successes"], g["n"], k),
+                }
+            )
     return pd.DataFrame(rows, columns=[*ARM_KEYS, "k", "n_tasks", "pass_hat_k"])
 
 
@@ -271,22 +314,41 @@ def paired_test(treat, ref, margin: float = 0.075, n_boot: int = 2000, seed: int
     x = np.asarray(treat, dtype=float)
     y = np.asarray(ref, dtype=float)
     d = x - y
-    out = {"n_tasks": int(len(d)), "success_ref": float(y.mean()) if len(y) else math.nan,
-           "success_treat": float(x.mean()) if len(x) else math.nan,
-           "diff": float(d.mean()) if len(d) else math.nan, "sd_diff": float(d.std(ddof=1)) if len(d) > 1 else math.nan,
-           "note": ""}
+    out = {
+        "n_tasks": int(len(d)),
+        "success_ref": float(y.mean()) if len(y) else math.nan,
+        "success_treat": float(x.mean()) if len(x) else math.nan,
+        "diff": float(d.mean()) if len(d) else math.nan,
+        "sd_diff": float(d.std(ddof=1)) if len(d) > 1 else math.nan,
+        "note": "",
+    }
     out["diff_ci_low"], out["diff_ci_high"] = _bootci(d, n_boot=n_boot, seed=seed)
     nan = math.nan
-    out.update(wilcoxon_W=nan, wilcoxon_p=nan, ttest_T=nan, ttest_dof=nan, ttest_p=nan, cohen_d=nan,
-               ttest_ci_low=nan, ttest_ci_high=nan, tost_margin=margin, tost_p=nan)
+    out.update(
+        wilcoxon_W=nan,
+        wilcoxon_p=nan,
+        ttest_T=nan,
+        ttest_dof=nan,
+        ttest_p=nan,
+        cohen_d=nan,
+        ttest_ci_low=nan,
+        ttest_ci_high=nan,
+        tost_margin=margin,
+        tost_p=nan,
+    )
     if len(d) < 3:
         out["note"] = "fewer than 3 paired tasks: no test"
         return out
     if np.ptp(d) == 0:  # every task moved by the same amount: tests are degenerate, the answer is not
         c = float(d[0])
-        out.update(wilcoxon_p=1.0 if c == 0 else 0.0, ttest_p=1.0 if c == 0 else 0.0,
-                   tost_p=0.0 if abs(c) < margin else 1.0, ttest_ci_low=c, ttest_ci_high=c,
-                   note="all paired differences equal: exact decision, no test statistic")
+        out.update(
+            wilcoxon_p=1.0 if c == 0 else 0.0,
+            ttest_p=1.0 if c == 0 else 0.0,
+            tost_p=0.0 if abs(c) < margin else 1.0,
+            ttest_ci_low=c,
+            ttest_ci_high=c,
+            note="all paired differences equal: exact decision, no test statistic",
+        )
         return out
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -294,7 +356,11 @@ def paired_test(treat, ref, margin: float = 0.075, n_boot: int = 2000, seed: int
             w = pg.wilcoxon(x, y)
             out["wilcoxon_W"], out["wilcoxon_p"] = float(w["W_val"].iloc[0]), float(w["p_val"].iloc[0])
         t = pg.ttest(x, y, paired=True)
-        out["ttest_T"], out["ttest_dof"], out["ttest_p"] = float(t["T"].iloc[0]), float(t["dof"].iloc[0]), float(t["p_val"].iloc[0])
+        out["ttest_T"], out["ttest_dof"], out["ttest_p"] = (
+            float(t["T"].iloc[0]),
+            float(t["dof"].iloc[0]),
+            float(t["p_val"].iloc[0]),
+        )
         out["cohen_d"] = float(t["cohen_d"].iloc[0])
         ci = t["CI95"].iloc[0]
         out["ttest_ci_low"], out["ttest_ci_high"] = float(ci[0]), float(ci[1])
@@ -323,37 +389,110 @@ def _finish_tests(df: pd.DataFrame, margin: float) -> pd.DataFrame:
     return df
 
 
-_TEST_COLS = ["n_tasks", "success_ref", "success_treat", "diff", "diff_ci_low", "diff_ci_high", "sd_diff",
-              "wilcoxon_W", "wilcoxon_p", "wilcoxon_p_holm", "ttest_T", "ttest_dof", "ttest_p", "ttest_p_holm",
-              "cohen_d", "ttest_ci_low", "ttest_ci_high", "tost_margin", "tost_p", "tost_p_holm",
-              "significant_holm", "equivalent", "equivalent_holm", "trials", "note"]
+_TEST_COLS = [
+    "n_tasks",
+    "success_ref",
+    "success_treat",
+    "diff",
+    "diff_ci_low",
+    "diff_ci_high",
+    "sd_diff",
+    "wilcoxon_W",
+    "wilcoxon_p",
+    "wilcoxon_p_holm",
+    "ttest_T",
+    "ttest_dof",
+    "ttest_p",
+    "ttest_p_holm",
+    "cohen_d",
+    "ttest_ci_low",
+    "ttest_ci_high",
+    "tost_margin",
+    "tost_p",
+    "tost_p_holm",
+    "significant_holm",
+    "equivalent",
+    "equivalent_holm",
+    "trials",
+    "note",
+]
 
 
-def compare_precisions(episodes: pd.DataFrame, margin: float = 0.075, n_boot: int = 2000, seed: int = 0,
-                       tasks: pd.DataFrame | None = None) -> pd.DataFrame:
+def compare_precisions(
+    episodes: pd.DataFrame, margin: float = 0.075, n_boot: int = 2000, seed: int = 0, tasks: pd.DataFrame | None = None
+) -> pd.DataFrame:
     """Full precision vs each quantized arm per (study, model, domain, budget, repair)."""
     tasks = task_table(episodes) if tasks is None else tasks
     rows = []
     for grp, prec, ref, tr in iter_pairs(tasks, CMP_KEYS, "precision", REFERENCE_PRECISION):
         r = paired_test(tr["pass_rate"], ref["pass_rate"], margin=margin, n_boot=n_boot, seed=seed)
-        rows.append({**grp, "reference": REFERENCE_PRECISION, "precision": prec, "trials": int(ref["n"].max()) if len(ref) else 0, **r})
-    df = pd.DataFrame(rows, columns=[*CMP_KEYS, "reference", "precision", *[c for c in _TEST_COLS if c not in ("wilcoxon_p_holm", "ttest_p_holm", "tost_p_holm", "significant_holm", "equivalent", "equivalent_holm")]])
+        rows.append(
+            {
+                **grp,
+                "reference": REFERENCE_PRECISION,
+                "precision": prec,
+                "trials": int(ref["n"].max()) if len(ref) else 0,
+                **r,
+            }
+        )
+    df = pd.DataFrame(
+        rows,
+        columns=[
+            *CMP_KEYS,
+            "reference",
+            "precision",
+            *[
+                c
+                for c in _TEST_COLS
+                if c
+                not in (
+                    "wilcoxon_p_holm",
+                    "ttest_p_holm",
+                    "tost_p_holm",
+                    "significant_holm",
+                    "equivalent",
+                    "equivalent_holm",
+                )
+            ],
+        ],
+    )
     df = _finish_tests(df, margin)
     return df[[*CMP_KEYS, "reference", "precision", *_TEST_COLS]]
 
 
-def repair_table(episodes: pd.DataFrame, margin: float = 0.075, n_boot: int = 2000, seed: int = 0,
-                 tasks: pd.DataFrame | None = None) -> pd.DataFrame:
+def repair_table(
+    episodes: pd.DataFrame, margin: float = 0.075, n_boot: int = 2000, seed: int = 0, tasks: pd.DataFrame | None = None
+) -> pd.DataFrame:
     """Repair on vs off per (study, model, precision, domain, budget): same paired tests."""
     tasks = task_table(episodes) if tasks is None else tasks
     rows = []
     for grp, rep, ref, tr in iter_pairs(tasks, REPAIR_KEYS, "repair", False):
         r = paired_test(tr["pass_rate"], ref["pass_rate"], margin=margin, n_boot=n_boot, seed=seed)
         rows.append({**grp, "trials": int(ref["n"].max()) if len(ref) else 0, **r})
-    df = pd.DataFrame(rows, columns=[*REPAIR_KEYS, *[c for c in _TEST_COLS if c not in ("wilcoxon_p_holm", "ttest_p_holm", "tost_p_holm", "significant_holm", "equivalent", "equivalent_holm")]])
+    df = pd.DataFrame(
+        rows,
+        columns=[
+            *REPAIR_KEYS,
+            *[
+                c
+                for c in _TEST_COLS
+                if c
+                not in (
+                    "wilcoxon_p_holm",
+                    "ttest_p_holm",
+                    "tost_p_holm",
+                    "significant_holm",
+                    "equivalent",
+                    "equivalent_holm",
+                )
+            ],
+        ],
+    )
     df = _finish_tests(df, margin)
     df = df.rename(columns={"success_ref": "success_off", "success_treat": "success_on"})
-    return df[[*REPAIR_KEYS, *[{"success_ref": "success_off", "success_treat": "success_on"}.get(c, c) for c in _TEST_COLS]]]
+    return df[
+        [*REPAIR_KEYS, *[{"success_ref": "success_off", "success_treat": "success_on"}.get(c, c) for c in _TEST_COLS]]
+    ]
 
 
 # ---------------------------------------------------------------------------------- amplification
@@ -361,8 +500,9 @@ def _calls_col(channel: str) -> str:
     return "user_tool_calls" if channel in USER_SIDE_CHANNELS else "agent_tool_calls"
 
 
-def amplification_table(episodes: pd.DataFrame, n_boot: int = 2000, seed: int = 0,
-                        tasks: pd.DataFrame | None = None) -> pd.DataFrame:
+def amplification_table(
+    episodes: pd.DataFrame, n_boot: int = 2000, seed: int = 0, tasks: pd.DataFrame | None = None
+) -> pd.DataFrame:
     """Per channel: errors per call and per episode, quantized/full ratio with paired task bootstrap.
 
     ``ratio_per_call`` = (quantized errors / calls) / (full errors / calls), pooled over tasks;
@@ -382,7 +522,10 @@ def amplification_table(episodes: pd.DataFrame, n_boot: int = 2000, seed: int = 
         blocks = []
         for ch in channels:
             if ch == "all_errors":
-                fe, qe = ref[[f"ch_{c}" for c in base]].sum(axis=1).to_numpy(float), tr[[f"ch_{c}" for c in base]].sum(axis=1).to_numpy(float)
+                fe, qe = (
+                    ref[[f"ch_{c}" for c in base]].sum(axis=1).to_numpy(float),
+                    tr[[f"ch_{c}" for c in base]].sum(axis=1).to_numpy(float),
+                )
                 fc = (ref["agent_tool_calls"] + ref["user_tool_calls"]).to_numpy(float)
                 qc = (tr["agent_tool_calls"] + tr["user_tool_calls"]).to_numpy(float)
             else:
@@ -402,29 +545,59 @@ def amplification_table(episodes: pd.DataFrame, n_boot: int = 2000, seed: int = 
         lo, hi = bootci_tasks(A, stat, n_boot=n_boot, seed=seed)
         nc = len(channels)
         for j, ch in enumerate(channels):
-            b = A[:, 6 * j: 6 * j + 6].sum(0)
+            b = A[:, 6 * j : 6 * j + 6].sum(0)
             has_ref = b[2] > 0
-            rows.append({**grp, "reference": REFERENCE_PRECISION, "precision": prec, "channel": ch, "n_tasks": len(A),
-                         "count_ref": int(b[2]), "count_treat": int(b[0]), "calls_ref": int(b[3]), "calls_treat": int(b[1]),
-                         "rate_per_call_ref": b[2] / b[3] if b[3] else math.nan,
-                         "rate_per_call_treat": b[0] / b[1] if b[1] else math.nan,
-                         "ratio_per_call": point[j] if has_ref else math.nan,
-                         "ratio_per_call_ci_low": lo[j] if has_ref else math.nan,
-                         "ratio_per_call_ci_high": hi[j] if has_ref else math.nan,
-                         "rate_per_episode_ref": b[5] / len(A), "rate_per_episode_treat": b[4] / len(A),
-                         "ratio_per_task": point[nc + j] if has_ref else math.nan,
-                         "ratio_per_task_ci_low": lo[nc + j] if has_ref else math.nan,
-                         "ratio_per_task_ci_high": hi[nc + j] if has_ref else math.nan})
-    cols = [*CMP_KEYS, "reference", "precision", "channel", "n_tasks", "count_ref", "count_treat", "calls_ref",
-            "calls_treat", "rate_per_call_ref", "rate_per_call_treat", "ratio_per_call", "ratio_per_call_ci_low",
-            "ratio_per_call_ci_high", "rate_per_episode_ref", "rate_per_episode_treat", "ratio_per_task",
-            "ratio_per_task_ci_low", "ratio_per_task_ci_high"]
+            rows.append(
+                {
+                    **grp,
+                    "reference": REFERENCE_PRECISION,
+                    "precision": prec,
+                    "channel": ch,
+                    "n_tasks": len(A),
+                    "count_ref": int(b[2]),
+                    "count_treat": int(b[0]),
+                    "calls_ref": int(b[3]),
+                    "calls_treat": int(b[1]),
+                    "rate_per_call_ref": b[2] / b[3] if b[3] else math.nan,
+                    "rate_per_call_treat": b[0] / b[1] if b[1] else math.nan,
+                    "ratio_per_call": point[j] if has_ref else math.nan,
+                    "ratio_per_call_ci_low": lo[j] if has_ref else math.nan,
+                    "ratio_per_call_ci_high": hi[j] if has_ref else math.nan,
+                    "rate_per_episode_ref": b[5] / len(A),
+                    "rate_per_episode_treat": b[4] / len(A),
+                    "ratio_per_task": point[nc + j] if has_ref else math.nan,
+                    "ratio_per_task_ci_low": lo[nc + j] if has_ref else math.nan,
+                    "ratio_per_task_ci_high": hi[nc + j] if has_ref else math.nan,
+                }
+            )
+    cols = [
+        *CMP_KEYS,
+        "reference",
+        "precision",
+        "channel",
+        "n_tasks",
+        "count_ref",
+        "count_treat",
+        "calls_ref",
+        "calls_treat",
+        "rate_per_call_ref",
+        "rate_per_call_treat",
+        "ratio_per_call",
+        "ratio_per_call_ci_low",
+        "ratio_per_call_ci_high",
+        "rate_per_episode_ref",
+        "rate_per_episode_treat",
+        "ratio_per_task",
+        "ratio_per_task_ci_low",
+        "ratio_per_task_ci_high",
+    ]
     return pd.DataFrame(rows, columns=cols)
 
 
 # ------------------------------------------------------------------------------------- stability
-def stability_table(episodes: pd.DataFrame, error_events: pd.DataFrame,
-                    tasks: pd.DataFrame | None = None) -> pd.DataFrame:
+def stability_table(
+    episodes: pd.DataFrame, error_events: pd.DataFrame, tasks: pd.DataFrame | None = None
+) -> pd.DataFrame:
     """Spearman rho of per-(task, tool) error counts full vs quantized; share of novel events.
 
     The correlation runs over the full grid (paired tasks x every tool either arm erred at,
@@ -435,8 +608,22 @@ def stability_table(episodes: pd.DataFrame, error_events: pd.DataFrame,
     Scope ``all`` uses every channel, ``hallucinated_tool`` only invented_tool + other_side_tool.
     Scored episodes of paired tasks only.
     """
-    cols = [*CMP_KEYS, "reference", "precision", "scope", "n_tasks", "n_tools", "n_keys", "events_ref",
-            "events_treat", "spearman_r", "spearman_p", "novel_events", "novel_share", "novel_keys"]
+    cols = [
+        *CMP_KEYS,
+        "reference",
+        "precision",
+        "scope",
+        "n_tasks",
+        "n_tools",
+        "n_keys",
+        "events_ref",
+        "events_treat",
+        "spearman_r",
+        "spearman_p",
+        "novel_events",
+        "novel_share",
+        "novel_keys",
+    ]
     tasks = task_table(episodes) if tasks is None else tasks
     if len(error_events) == 0:
         return pd.DataFrame(columns=cols)
@@ -456,8 +643,10 @@ def stability_table(episodes: pd.DataFrame, error_events: pd.DataFrame,
     hall_codes = np.flatnonzero(np.isin(names["channel"], ["invented_tool", "other_side_tool"]))
     is_hall = np.isin(codes["channel"], hall_codes)
     task_lookup = pd.Index(names["task_id"])
-    group_rows = {k if isinstance(k, tuple) else (k,): np.asarray(ix) for k, ix in
-                  cnt.groupby(CMP_KEYS, observed=True, sort=True).indices.items()}
+    group_rows = {
+        k if isinstance(k, tuple) else (k,): np.asarray(ix)
+        for k, ix in cnt.groupby(CMP_KEYS, observed=True, sort=True).indices.items()
+    }
     rows = []
     empty = np.zeros(0, dtype=np.int64)
     for grp, prec, ref, tr in iter_pairs(tasks, CMP_KEYS, "precision", REFERENCE_PRECISION):
@@ -492,11 +681,24 @@ def stability_table(episodes: pd.DataFrame, error_events: pd.DataFrame,
             novel_mask = ~np.isin(event_key[qi], event_key[fi])
             n_q = int(count_v[qi].sum())
             novel = int(count_v[qi][novel_mask].sum())
-            rows.append({**grp, "reference": REFERENCE_PRECISION, "precision": prec, "scope": scope,
-                         "n_tasks": len(paired), "n_tools": len(tools), "n_keys": size,
-                         "events_ref": int(count_v[fi].sum()), "events_treat": n_q,
-                         "spearman_r": r, "spearman_p": p, "novel_events": novel,
-                         "novel_share": novel / n_q if n_q else math.nan, "novel_keys": int(novel_mask.sum())})
+            rows.append(
+                {
+                    **grp,
+                    "reference": REFERENCE_PRECISION,
+                    "precision": prec,
+                    "scope": scope,
+                    "n_tasks": len(paired),
+                    "n_tools": len(tools),
+                    "n_keys": size,
+                    "events_ref": int(count_v[fi].sum()),
+                    "events_treat": n_q,
+                    "spearman_r": r,
+                    "spearman_p": p,
+                    "novel_events": novel,
+                    "novel_share": novel / n_q if n_q else math.nan,
+                    "novel_keys": int(novel_mask.sum()),
+                }
+            )
     return pd.DataFrame(rows, columns=cols)
 
 
@@ -509,8 +711,16 @@ def counterfactual_rewards(episodes: pd.DataFrame, k: int) -> np.ndarray:
 def budget_curves(episodes: pd.DataFrame, n_boot: int = 2000, seed: int = 0) -> pd.DataFrame:
     """Success at every K = 1..Kmax from the Kmax run of each (study, model, precision, domain, repair)."""
     sc = episodes[episodes["scored"]]
-    real = sc.groupby(CURVE_KEYS + ["budget", "task_id"], observed=True)["reward"].mean().groupby(CURVE_KEYS + ["budget"], observed=True).mean()
-    real = {tuple(str(v) if not isinstance(v, (bool, np.bool_, int, np.integer)) else v for v in k): float(v) for k, v in real.items()}
+    real = (
+        sc.groupby(CURVE_KEYS + ["budget", "task_id"], observed=True)["reward"]
+        .mean()
+        .groupby(CURVE_KEYS + ["budget"], observed=True)
+        .mean()
+    )
+    real = {
+        tuple(str(v) if not isinstance(v, (bool, np.bool_, int, np.integer)) else v for v in k): float(v)
+        for k, v in real.items()
+    }
     rows = []
     for key, g in sc.groupby(CURVE_KEYS, observed=True, sort=True):
         kmax = int(g["budget"].max())
@@ -520,15 +730,27 @@ def budget_curves(episodes: pd.DataFrame, n_boot: int = 2000, seed: int = 0) -> 
         per_task_n = np.bincount(codes, minlength=nt)
         grp = dict(zip(CURVE_KEYS, key))
         ks = np.arange(1, kmax + 1)
-        P = np.column_stack([np.bincount(codes, weights=counterfactual_rewards(src, k), minlength=nt) / per_task_n
-                             for k in ks])  # (n_tasks, Kmax) per-task success at each K
+        P = np.column_stack(
+            [np.bincount(codes, weights=counterfactual_rewards(src, k), minlength=nt) / per_task_n for k in ks]
+        )  # (n_tasks, Kmax) per-task success at each K
         los, his = bootci_tasks(P, lambda S, n: S / n, n_boot=n_boot, seed=seed)
         for j, k in enumerate(ks):
             per_task, lo, hi = P[:, j], los[j], his[j]
             k = int(k)
             rkey = tuple(str(v) if not isinstance(v, (bool, np.bool_, int, np.integer)) else v for v in (*key, k))
-            rows.append({**grp, "source_budget": kmax, "K": k, "n_tasks": int(nt), "success": float(per_task.mean()),
-                         "ci_low": lo, "ci_high": hi, "real_run": rkey in real, "real_success": real.get(rkey, math.nan)})
+            rows.append(
+                {
+                    **grp,
+                    "source_budget": kmax,
+                    "K": k,
+                    "n_tasks": int(nt),
+                    "success": float(per_task.mean()),
+                    "ci_low": lo,
+                    "ci_high": hi,
+                    "real_run": rkey in real,
+                    "real_success": real.get(rkey, math.nan),
+                }
+            )
     cols = [*CURVE_KEYS, "source_budget", "K", "n_tasks", "success", "ci_low", "ci_high", "real_run", "real_success"]
     return pd.DataFrame(rows, columns=cols)
 
@@ -547,23 +769,41 @@ def counterfactual_agreement(kmax_episodes: pd.DataFrame, real_episodes: pd.Data
     keys = ["task_id", "trial"]
     if a.duplicated(keys).any() or b.duplicated(keys).any():
         keys = keys + ["seed"]
-    left = pd.DataFrame({"task_id": a["task_id"].astype(str).to_numpy(), "trial": a["trial"].to_numpy(),
-                         "seed": a["seed"].to_numpy(), "pred": counterfactual_rewards(a, budget),
-                         "pred_err": np.minimum(a["errors_counted"].to_numpy(), budget)})
-    right = pd.DataFrame({"task_id": b["task_id"].astype(str).to_numpy(), "trial": b["trial"].to_numpy(),
-                          "seed": b["seed"].to_numpy(), "real": b["reward"].to_numpy(dtype=float),
-                          "real_err": b["errors_counted"].to_numpy()})
+    left = pd.DataFrame(
+        {
+            "task_id": a["task_id"].astype(str).to_numpy(),
+            "trial": a["trial"].to_numpy(),
+            "seed": a["seed"].to_numpy(),
+            "pred": counterfactual_rewards(a, budget),
+            "pred_err": np.minimum(a["errors_counted"].to_numpy(), budget),
+        }
+    )
+    right = pd.DataFrame(
+        {
+            "task_id": b["task_id"].astype(str).to_numpy(),
+            "trial": b["trial"].to_numpy(),
+            "seed": b["seed"].to_numpy(),
+            "real": b["reward"].to_numpy(dtype=float),
+            "real_err": b["errors_counted"].to_numpy(),
+        }
+    )
     m = left.merge(right, on=keys, how="inner", suffixes=("", "_real"))
     n = len(m)
     agree = int((m["pred"] == m["real"]).sum())
     seed_mismatch = int((m["seed"] != m["seed_real"]).sum()) if "seed_real" in m else 0
-    return {"budget": int(budget), "source_budget": src_budget, "n": n, "n_agree": agree,
-            "agreement": agree / n if n else math.nan,
-            "errors_agreement": float((m["pred_err"] == m["real_err"]).mean()) if n else math.nan,
-            "predicted_success": float(m["pred"].mean()) if n else math.nan,
-            "real_success": float(m["real"].mean()) if n else math.nan,
-            "n_unmatched_source": int(len(left) - n), "n_unmatched_real": int(len(right) - n),
-            "n_seed_mismatch": seed_mismatch}
+    return {
+        "budget": int(budget),
+        "source_budget": src_budget,
+        "n": n,
+        "n_agree": agree,
+        "agreement": agree / n if n else math.nan,
+        "errors_agreement": float((m["pred_err"] == m["real_err"]).mean()) if n else math.nan,
+        "predicted_success": float(m["pred"].mean()) if n else math.nan,
+        "real_success": float(m["real"].mean()) if n else math.nan,
+        "n_unmatched_source": int(len(left) - n),
+        "n_unmatched_real": int(len(right) - n),
+        "n_seed_mismatch": seed_mismatch,
+    }
 
 
 def counterfactual_table(episodes: pd.DataFrame) -> pd.DataFrame:
@@ -575,8 +815,20 @@ def counterfactual_table(episodes: pd.DataFrame) -> pd.DataFrame:
         src = g[g["budget"] == kmax]
         for b in budgets[:-1]:
             rows.append({**dict(zip(CURVE_KEYS, key)), **counterfactual_agreement(src, g[g["budget"] == b], b)})
-    cols = [*CURVE_KEYS, "budget", "source_budget", "n", "n_agree", "agreement", "errors_agreement",
-            "predicted_success", "real_success", "n_unmatched_source", "n_unmatched_real", "n_seed_mismatch"]
+    cols = [
+        *CURVE_KEYS,
+        "budget",
+        "source_budget",
+        "n",
+        "n_agree",
+        "agreement",
+        "errors_agreement",
+        "predicted_success",
+        "real_success",
+        "n_unmatched_source",
+        "n_unmatched_real",
+        "n_seed_mismatch",
+    ]
     return pd.DataFrame(rows, columns=cols)
 
 
@@ -614,8 +866,14 @@ def _power_at(d: float, n: int, alpha: float) -> float:
         return float(pg.power_ttest(d=abs(d), n=n, alpha=alpha, contrast="paired"))
 
 
-def power_table(episodes: pd.DataFrame, gaps=(0.05, 0.10, 0.15), ratios=(1.5, 2.0, 2.5), power: float = 0.8,
-                alpha: float = ALPHA, tasks: pd.DataFrame | None = None) -> pd.DataFrame:
+def power_table(
+    episodes: pd.DataFrame,
+    gaps=(0.05, 0.10, 0.15),
+    ratios=(1.5, 2.0, 2.5),
+    power: float = 0.8,
+    alpha: float = ALPHA,
+    tasks: pd.DataFrame | None = None,
+) -> pd.DataFrame:
     """Tasks (and episodes = tasks x trials per arm) for a paired t-test to reach ``power``.
 
     The standardized effect is d_z = effect / sd(per-task differences), the sd measured on the
@@ -634,10 +892,23 @@ def power_table(episodes: pd.DataFrame, gaps=(0.05, 0.10, 0.15), ratios=(1.5, 2.
         for gap in gaps:
             d = gap / sd if sd > 0 else math.nan
             n = _n_for(d, power, alpha)
-            rows.append({**grp, "reference": REFERENCE_PRECISION, "precision": prec, "kind": "success_gap",
-                         "target": gap, "effect": gap, "sd_diff": sd, "d_z": d, "trials": trials,
-                         "n_tasks_now": n_now, "power_now": _power_at(d, n_now, alpha), "n_tasks_needed": n,
-                         "episodes_needed_per_arm": n * trials if np.isfinite(n) else math.nan})
+            rows.append(
+                {
+                    **grp,
+                    "reference": REFERENCE_PRECISION,
+                    "precision": prec,
+                    "kind": "success_gap",
+                    "target": gap,
+                    "effect": gap,
+                    "sd_diff": sd,
+                    "d_z": d,
+                    "trials": trials,
+                    "n_tasks_now": n_now,
+                    "power_now": _power_at(d, n_now, alpha),
+                    "n_tasks_needed": n,
+                    "episodes_needed_per_arm": n * trials if np.isfinite(n) else math.nan,
+                }
+            )
         if "ch_hallucinated_tool" in ref:
             ft = (ref["ch_hallucinated_tool"] / ref["n"]).to_numpy(float)
             qt = (tr["ch_hallucinated_tool"] / tr["n"]).to_numpy(float)
@@ -646,10 +917,36 @@ def power_table(episodes: pd.DataFrame, gaps=(0.05, 0.10, 0.15), ratios=(1.5, 2.
                 eff = (ratio - 1.0) * float(ft.mean())
                 d = eff / sd_r if sd_r > 0 else math.nan
                 n = _n_for(d, power, alpha)
-                rows.append({**grp, "reference": REFERENCE_PRECISION, "precision": prec, "kind": "amplification_ratio",
-                             "target": ratio, "effect": eff, "sd_diff": sd_r, "d_z": d, "trials": trials,
-                             "n_tasks_now": n_now, "power_now": _power_at(d, n_now, alpha), "n_tasks_needed": n,
-                             "episodes_needed_per_arm": n * trials if np.isfinite(n) else math.nan})
-    cols = [*CMP_KEYS, "reference", "precision", "kind", "target", "effect", "sd_diff", "d_z", "trials",
-            "n_tasks_now", "power_now", "n_tasks_needed", "episodes_needed_per_arm"]
+                rows.append(
+                    {
+                        **grp,
+                        "reference": REFERENCE_PRECISION,
+                        "precision": prec,
+                        "kind": "amplification_ratio",
+                        "target": ratio,
+                        "effect": eff,
+                        "sd_diff": sd_r,
+                        "d_z": d,
+                        "trials": trials,
+                        "n_tasks_now": n_now,
+                        "power_now": _power_at(d, n_now, alpha),
+                        "n_tasks_needed": n,
+                        "episodes_needed_per_arm": n * trials if np.isfinite(n) else math.nan,
+                    }
+                )
+    cols = [
+        *CMP_KEYS,
+        "reference",
+        "precision",
+        "kind",
+        "target",
+        "effect",
+        "sd_diff",
+        "d_z",
+        "trials",
+        "n_tasks_now",
+        "power_now",
+        "n_tasks_needed",
+        "episodes_needed_per_arm",
+    ]
     return pd.DataFrame(rows, columns=cols)

@@ -117,10 +117,13 @@ def read_summary(cell_dir: Path) -> tuple[dict[str, np.ndarray], dict[str, np.nd
         with np.load(target, allow_pickle=False) as npz:
             arrays = {k: npz[k] for k in npz.files}
         digest = str(arrays.pop("digest"))
-        if (_digest(arrays) != digest or int(arrays["format"]) != FORMAT
-                or arrays["channels"].tolist() != list(CHANNELS)
-                or int(arrays["episodes_size"]) != episodes.stat().st_size
-                or str(arrays["episodes_sha256"]) != episodes_sha256(episodes)):
+        if (
+            _digest(arrays) != digest
+            or int(arrays["format"]) != FORMAT
+            or arrays["channels"].tolist() != list(CHANNELS)
+            or int(arrays["episodes_size"]) != episodes.stat().st_size
+            or str(arrays["episodes_sha256"]) != episodes_sha256(episodes)
+        ):
             return None
         seen = {k: set(v) for k, v in json.loads(str(arrays["seen"])).items()}
     except (OSError, ValueError, KeyError, TypeError):

@@ -28,8 +28,10 @@ try:
     def _dumps(obj) -> bytes:
         return orjson.dumps(obj)
 except ImportError:  # pragma: no cover
+
     def _dumps(obj) -> bytes:
         return json.dumps(obj, separators=(",", ":")).encode()
+
 
 from flatscore.engine.records import CHANNELS
 
@@ -103,13 +105,21 @@ def _task_params(spec: SyntheticStudy, domain: str):
     rng = np.random.default_rng(_seed(spec.study, spec.seed, domain, "tasks"))
     q = rng.beta(4, 2, size=spec.n_tasks)  # latent success probability
     proneness = rng.gamma(2.0, 0.5, size=spec.n_tasks)  # mean 1
-    prefs = {pool: rng.dirichlet(np.full(len(names), 0.4), size=spec.n_tasks)
-             for pool, names in (("agent", AGENT_TOOLS), ("user", USER_TOOLS), ("invented", INVENTED_TOOLS))}
+    prefs = {
+        pool: rng.dirichlet(np.full(len(names), 0.4), size=spec.n_tasks)
+        for pool, names in (("agent", AGENT_TOOLS), ("user", USER_TOOLS), ("invented", INVENTED_TOOLS))
+    }
     return q, proneness, prefs
 
 
-_POOL_OF = {"invented_tool": "invented", "other_side_tool": "user", "user_tool_error": "user",
-            "malformed_call": "agent", "invalid_arguments": "agent", "tool_error": "agent"}
+_POOL_OF = {
+    "invented_tool": "invented",
+    "other_side_tool": "user",
+    "user_tool_error": "user",
+    "malformed_call": "agent",
+    "invalid_arguments": "agent",
+    "tool_error": "agent",
+}
 _NAMES_OF = {"agent": AGENT_TOOLS, "user": USER_TOOLS, "invented": INVENTED_TOOLS}
 
 
@@ -124,7 +134,11 @@ def latent_episodes(spec: SyntheticStudy, model: str, precision: str, domain: st
     model_factor = 1.0 + 0.2 * (_seed(model) % 3)
     counts = np.zeros((n, len(CHANNELS)), dtype=np.int64)
     for j, ch in enumerate(CHANNELS):
-        mult = spec.hallucination_mult.get(arm_prec, 1.0) if ch in ("invented_tool", "other_side_tool") else spec.other_mult.get(arm_prec, 1.0)
+        mult = (
+            spec.hallucination_mult.get(arm_prec, 1.0)
+            if ch in ("invented_tool", "other_side_tool")
+            else spec.other_mult.get(arm_prec, 1.0)
+        )
         if repair and ch in ("invented_tool", "other_side_tool"):
             mult *= spec.repair_hallucination_mult
         lam = spec.base_rates.get(ch, 0.0) * mult * model_factor * proneness[task]
@@ -160,13 +174,24 @@ def latent_episodes(spec: SyntheticStudy, model: str, precision: str, domain: st
             k += 1
             evs.append((str(ch), tool))
         events.append(evs)
-    return {"task": task, "trial": trial, "counts": counts, "total": total, "reward": reward,
-            "ok_calls": ok_calls, "user_calls": user_calls, "infra": infra, "events": events}
+    return {
+        "task": task,
+        "trial": trial,
+        "counts": counts,
+        "total": total,
+        "reward": reward,
+        "ok_calls": ok_calls,
+        "user_calls": user_calls,
+        "infra": infra,
+        "events": events,
+    }
 
 
 def _records(spec: SyntheticStudy, lat: dict, domain: str, budget: int, repair: bool, cell: str, flip_rng):
-    msgs = [{"role": "assistant" if j % 2 else "user", "content": "Sure, let me look that up for you. " * 3}
-            for j in range(spec.messages)]
+    msgs = [
+        {"role": "assistant" if j % 2 else "user", "content": "Sure, let me look that up for you. " * 3}
+        for j in range(spec.messages)
+    ]
     for i in range(len(lat["task"])):
         evs = lat["events"][i]
         infra = bool(lat["infra"][i])
@@ -198,8 +223,14 @@ def _records(spec: SyntheticStudy, lat: dict, domain: str, budget: int, repair: 
             "errors_counted": len(evs),
             "channels": chans,
             "error_events": [
-                {"step": 2 * j + 1, "channel": ch, "side": "user" if ch == "user_tool_error" else "agent",
-                 "tool": tool, "detail": "synthetic", "counted": True}
+                {
+                    "step": 2 * j + 1,
+                    "channel": ch,
+                    "side": "user" if ch == "user_tool_error" else "agent",
+                    "tool": tool,
+                    "detail": "synthetic",
+                    "counted": True,
+                }
                 for j, (ch, tool) in enumerate(evs)
             ],
             "agent_tool_calls": int(lat["ok_calls"][i]) + agent_err,
@@ -235,10 +266,21 @@ def write_study(spec: SyntheticStudy, results_dir: Path, summaries: bool = True)
         cell_id = f"{model}-{prec}-{dom}-b{budget}-{'rep' if rep else 'norep'}-{cell_hash[:8]}"
         d = root / cell_id
         d.mkdir(exist_ok=True)
-        (d / "cell.json").write_text(json.dumps({
-            "cell_hash": cell_hash, "study": spec.study, "model": model, "precision": prec,
-            "domain": dom, "budget": budget, "repair": rep, "trials": spec.trials, "seed": spec.seed,
-        }))
+        (d / "cell.json").write_text(
+            json.dumps(
+                {
+                    "cell_hash": cell_hash,
+                    "study": spec.study,
+                    "model": model,
+                    "precision": prec,
+                    "domain": dom,
+                    "budget": budget,
+                    "repair": rep,
+                    "trials": spec.trials,
+                    "seed": spec.seed,
+                }
+            )
+        )
         flip_rng = np.random.default_rng(_seed("flip", cell_hash))
         with open(d / "episodes.jsonl", "wb", buffering=1 << 20) as fh:
             fh.write(b"".join(_dumps(r) + b"\n" for r in _records(spec, lat, dom, budget, rep, cell_id, flip_rng)))

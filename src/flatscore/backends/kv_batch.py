@@ -94,13 +94,29 @@ class BatchKV:
         self.n = width
 
     @staticmethod
-    def allocate(torch: Any, layers: int, rows: int, heads: int, dim: int, capacity: int, dtype: Any, device: Any,
-                 old: BatchKV | None = None) -> BatchKV:
+    def allocate(
+        torch: Any,
+        layers: int,
+        rows: int,
+        heads: int,
+        dim: int,
+        capacity: int,
+        dtype: Any,
+        device: Any,
+        old: BatchKV | None = None,
+    ) -> BatchKV:
         """Buffers for ``rows`` x ``capacity``; ``old``'s memory is reused when it is big enough."""
         if old is not None:
             k0 = old.k[0]
-            if (len(old.k) == layers and k0.shape[0] >= rows and k0.shape[1] == heads and k0.shape[2] >= capacity
-                    and k0.shape[3] == dim and k0.dtype == dtype and str(k0.device) == str(device)):
+            if (
+                len(old.k) == layers
+                and k0.shape[0] >= rows
+                and k0.shape[1] == heads
+                and k0.shape[2] >= capacity
+                and k0.shape[3] == dim
+                and k0.dtype == dtype
+                and str(k0.device) == str(device)
+            ):
                 return BatchKV(old.k, old.v, rows, 0)
         cap = -(-capacity // 256) * 256  # round up: the next batch likely fits
         shape = (rows, heads, cap, dim)
@@ -152,8 +168,10 @@ class BatchKV:
 
     def row_kv(self, row: int, start: int, end: int) -> list[tuple[Any, Any]]:
         """Contiguous copies of row ``row``'s columns ``[start, end)``, per layer ``[1, h, n, d]``."""
-        return [(k[row : row + 1, :, start:end].clone(), v[row : row + 1, :, start:end].clone())
-                for k, v in zip(self.k, self.v)]
+        return [
+            (k[row : row + 1, :, start:end].clone(), v[row : row + 1, :, start:end].clone())
+            for k, v in zip(self.k, self.v)
+        ]
 
     def row_view(self, row: int, start: int, end: int) -> list[tuple[Any, Any]]:
         """Views (no copy) of row ``row``'s columns ``[start, end)``, per layer ``[1, h, n, d]``.

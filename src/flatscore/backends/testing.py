@@ -20,13 +20,13 @@ CHAT_TEMPLATE = (
     "{% if tools %}<|im_start|>system\n"
     "{% if messages[0].role == 'system' %}{{ messages[0].content }}\n\n{% endif %}"
     "# Tools\n<tools>\n{% for tool in tools %}{{ tool.function.name }}({{ tool.function.parameters.properties | list | join(', ') }})\n{% endfor %}"
-    "</tools>\nCall a tool as <tool_call>{\"name\": ..., \"arguments\": {...}}</tool_call><|im_end|>\n"
+    '</tools>\nCall a tool as <tool_call>{"name": ..., "arguments": {...}}</tool_call><|im_end|>\n'
     "{% elif messages[0].role == 'system' %}<|im_start|>system\n{{ messages[0].content }}<|im_end|>\n{% endif %}"
     "{% for m in messages %}"
     "{% if m.role == 'system' %}"
     "{% elif m.role == 'tool' %}<|im_start|>user\n<tool_response>\n{{ m.content }}\n</tool_response><|im_end|>\n"
     "{% elif m.role == 'assistant' %}<|im_start|>assistant\n{% if m.content %}{{ m.content }}{% endif %}"
-    "{% for tc in m.tool_calls or [] %}\n<tool_call>\n{\"name\": \"{{ tc.function.name }}\", \"arguments\": {{ tc.function.arguments }}}\n</tool_call>{% endfor %}<|im_end|>\n"
+    '{% for tc in m.tool_calls or [] %}\n<tool_call>\n{"name": "{{ tc.function.name }}", "arguments": {{ tc.function.arguments }}}\n</tool_call>{% endfor %}<|im_end|>\n'
     "{% else %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endif %}"
     "{% endfor %}"
     "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
@@ -209,7 +209,14 @@ def process_alive(pid: int) -> bool:
     return True
 
 
-__all__ = ["FAKE_SERVER", "build_tiny_model", "fake_server_command", "process_alive", "tiny_model_cached", "write_fake_server"]
+__all__ = [
+    "FAKE_SERVER",
+    "build_tiny_model",
+    "fake_server_command",
+    "process_alive",
+    "tiny_model_cached",
+    "write_fake_server",
+]
 
 
 #: One tool in OpenAI form, for backend tests and benchmarks that need a request with tools.

@@ -92,13 +92,17 @@ def simple_render(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | 
     if tools:
         lines = "\n".join(json.dumps(t, ensure_ascii=False) for t in tools)
         out.append(
-            "<|system|>\nTools:\n" + lines + '\nCall a tool as <tool_call>{"name": ..., "arguments": {...}}</tool_call>\n'
+            "<|system|>\nTools:\n"
+            + lines
+            + '\nCall a tool as <tool_call>{"name": ..., "arguments": {...}}</tool_call>\n'
         )
     for m in messages:
         content = m.get("content") or ""
         for tc in m.get("tool_calls") or []:
             fn = tc.get("function", {})
-            content += f'\n<tool_call>{{"name": "{fn.get("name")}", "arguments": {fn.get("arguments") or "{}"}}}</tool_call>'
+            content += (
+                f'\n<tool_call>{{"name": "{fn.get("name")}", "arguments": {fn.get("arguments") or "{}"}}}</tool_call>'
+            )
         out.append(f"<|{m.get('role', 'user')}|>\n{content}\n")
     out.append("<|assistant|>\n")
     return "".join(out)
@@ -153,7 +157,11 @@ class TransformersBackend(Backend):
         self.model = AutoModelForCausalLM.from_pretrained(self.model_dir, **kwargs).to(device)
         self.model.eval()
         self.dtype = next(self.model.parameters()).dtype
-        cfg = self.model.config.get_text_config(decoder=True) if hasattr(self.model.config, "get_text_config") else self.model.config
+        cfg = (
+            self.model.config.get_text_config(decoder=True)
+            if hasattr(self.model.config, "get_text_config")
+            else self.model.config
+        )
         layer_types = getattr(cfg, "layer_types", None) or []
         self._sliding = bool(getattr(cfg, "sliding_window", None)) and (
             not layer_types or any("sliding" in str(t) for t in layer_types)
@@ -262,7 +270,9 @@ class TransformersBackend(Backend):
         )
         return result.logits[:, -1, :].float()
 
-    def _reusable(self, req: ModelRequest, prompt: list[int], batch_rows=()) -> tuple[int, list[tuple[Any, Any]] | None]:
+    def _reusable(
+        self, req: ModelRequest, prompt: list[int], batch_rows=()
+    ) -> tuple[int, list[tuple[Any, Any]] | None]:
         """(tokens of ``prompt`` whose keys/values exist already, those keys/values per layer).
 
         The conversation's own cache first; without one (or with a shorter match), with
@@ -328,8 +338,9 @@ class TransformersBackend(Backend):
         cfg = self._text_config
         heads = getattr(cfg, "num_key_value_heads", None) or cfg.num_attention_heads
         dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
-        self._kv_buffers = BatchKV.allocate(self.torch, cfg.num_hidden_layers, rows, heads, dim, capacity,
-                                            self.dtype, self.device, old=self._kv_buffers)
+        self._kv_buffers = BatchKV.allocate(
+            self.torch, cfg.num_hidden_layers, rows, heads, dim, capacity, self.dtype, self.device, old=self._kv_buffers
+        )
         return self._kv_buffers
 
     def _decode(self, reqs: list[ModelRequest], t0: float) -> list[ModelResponse]:
@@ -384,7 +395,9 @@ class TransformersBackend(Backend):
                 logits = self._forward(ids, pos, mask[: len(rows), kv.start : kv.n + 1], cache)
                 kv.advance(1)
                 if self.do_sample:
-                    toks = [self._choose(logits[row], gens[i]) if live[i] else self.pad_id for row, i in enumerate(rows)]
+                    toks = [
+                        self._choose(logits[row], gens[i]) if live[i] else self.pad_id for row, i in enumerate(rows)
+                    ]
                 else:
                     toks = logits.argmax(dim=-1).tolist()
                 for row, i in enumerate(rows):

@@ -33,8 +33,9 @@ class CopyOnAccessDict(dict):
 
     __slots__ = ("_owned", "_copier", "pristine_digests")
 
-    def __init__(self, pristine: Mapping[Any, Any], copier: Copier,
-                 pristine_digests: dict[Any, str] | None = None) -> None:
+    def __init__(
+        self, pristine: Mapping[Any, Any], copier: Copier, pristine_digests: dict[Any, str] | None = None
+    ) -> None:
         super().__init__(pristine)  # shallow: the values are the shared pristine records
         self._owned: set[Any] = set()
         self._copier = copier

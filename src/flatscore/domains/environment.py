@@ -16,7 +16,7 @@ from pydantic import BaseModel
 
 from .cow import CopyOnAccessDict, peek_items, peek_values
 from .tasks import EnvAssertion, EnvFunctionCall, InitialState
-from .toolkit import Side, ToolSpec, Toolkit
+from .toolkit import Side, Toolkit, ToolSpec
 
 
 class UnknownToolError(KeyError):
@@ -183,7 +183,9 @@ class Environment:
                 detail = None
             except Exception as exc:  # an assertion that cannot run does not hold
                 ok, detail = False, f"{type(exc).__name__}: {exc}"
-            results.append({"func_name": assertion.func_name, "env_type": assertion.env_type, "met": ok, "error": detail})
+            results.append(
+                {"func_name": assertion.func_name, "env_type": assertion.env_type, "met": ok, "error": detail}
+            )
         return results
 
     # -- state ---------------------------------------------------------------------------

@@ -99,7 +99,9 @@ class _SchemaCachedSpec(ToolSpec):
 
 def _schema_cached(specs: dict[str, ToolSpec]) -> dict[str, ToolSpec]:
     return {
-        name: _SchemaCachedSpec(**{f.name: getattr(spec, f.name) for f in fields(ToolSpec)}) if type(spec) is ToolSpec else spec
+        name: _SchemaCachedSpec(**{f.name: getattr(spec, f.name) for f in fields(ToolSpec)})
+        if type(spec) is ToolSpec
+        else spec
         for name, spec in specs.items()
     }
 
@@ -164,7 +166,9 @@ class Episode:
                 self.termination = Termination.TOO_MANY_ERRORS
 
     # -- turns -------------------------------------------------------------------------------
-    def _drive(self, gen: Generator[ModelRequest, ModelResponse, TurnOutput]) -> Generator[ModelRequest, ModelResponse, TurnOutput]:
+    def _drive(
+        self, gen: Generator[ModelRequest, ModelResponse, TurnOutput]
+    ) -> Generator[ModelRequest, ModelResponse, TurnOutput]:
         """Forward a turn's model requests to the driver; account the responses' usage."""
         try:
             request = next(gen)
@@ -205,7 +209,11 @@ class Episode:
             channel = classify(self.env, side, call.name, exc)
             content = _error_text(exc, call.name)
             repaired = False
-            if self.settings.repair and side == "assistant" and channel in (Channel.INVENTED_TOOL, Channel.OTHER_SIDE_TOOL):
+            if (
+                self.settings.repair
+                and side == "assistant"
+                and channel in (Channel.INVENTED_TOOL, Channel.OTHER_SIDE_TOOL)
+            ):
                 content = repair_message(call.name, list(self._agent_tools))
                 repaired = True
             entry.update(content=content, error=True, channel=channel.value, repair=repaired)
@@ -260,7 +268,11 @@ class Episode:
     def _handle_user(self, out: TurnOutput) -> str:
         if out.tool_calls:
             self.user_history.append(
-                {"role": "assistant", "content": out.content or "", "tool_calls": [c.to_openai() for c in out.tool_calls]}
+                {
+                    "role": "assistant",
+                    "content": out.content or "",
+                    "tool_calls": [c.to_openai() for c in out.tool_calls],
+                }
             )
             self._log({"role": "user", "content": out.content, "tool_calls": [c.to_openai() for c in out.tool_calls]})
             for call in out.tool_calls:
@@ -287,14 +299,26 @@ class Episode:
             self._log(entry)
             if self.settings.tau2_compat:
                 self.channels[Channel.MALFORMED_CALL.value] += 1
-                self.events.append(ErrorEvent(self.steps, Channel.MALFORMED_CALL.value, "assistant", "", out.malformed, False))
+                self.events.append(
+                    ErrorEvent(self.steps, Channel.MALFORMED_CALL.value, "assistant", "", out.malformed, False)
+                )
                 self.termination = Termination.MALFORMED_DROPPED
                 return "agent"
             feedback = f"Error: your tool call could not be parsed ({out.malformed}). Emit a valid tool call."
             self.agent_history.append({"role": "assistant", "content": raw})
             self.agent_history.append({"role": "user", "content": feedback})
-            self._log({"role": "tool", "side": "assistant", "content": feedback, "error": True, "channel": Channel.MALFORMED_CALL.value})
-            self._record_error(Channel.MALFORMED_CALL, "assistant", "", out.malformed, counted=self.settings.count_malformed)
+            self._log(
+                {
+                    "role": "tool",
+                    "side": "assistant",
+                    "content": feedback,
+                    "error": True,
+                    "channel": Channel.MALFORMED_CALL.value,
+                }
+            )
+            self._record_error(
+                Channel.MALFORMED_CALL, "assistant", "", out.malformed, counted=self.settings.count_malformed
+            )
             return "agent"
         if out.tool_calls:
             calls = [c.to_openai() for c in out.tool_calls]
@@ -316,7 +340,9 @@ class Episode:
             entry.update(error=True, channel=Channel.INVENTED_USER_ACTION.value, invented_actions=invented)
         self._log(entry)
         for name in invented:
-            self._record_error(Channel.INVENTED_USER_ACTION, "assistant", name, f"no user action '{name}'", counted=False)
+            self._record_error(
+                Channel.INVENTED_USER_ACTION, "assistant", name, f"no user action '{name}'", counted=False
+            )
         if out.stop or STOP_TOKEN in text:
             self.termination = self.termination or Termination.AGENT_STOP
         return "user"
@@ -340,7 +366,10 @@ class Episode:
         reward_info = self.evaluator.evaluate(self.task, self.env, self.trajectory, self.termination)
         if self.infra_detail:
             reward_info["infrastructure_error"] = self.infra_detail
-        scored = self.termination.value not in {Termination.MALFORMED_DROPPED.value, Termination.INFRASTRUCTURE_ERROR.value}
+        scored = self.termination.value not in {
+            Termination.MALFORMED_DROPPED.value,
+            Termination.INFRASTRUCTURE_ERROR.value,
+        }
         return EpisodeRecord(
             task_id=self.task.id,
             trial=self.trial,

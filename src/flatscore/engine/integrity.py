@@ -20,8 +20,21 @@ class IntegrityError(ValueError):
 
 
 #: Fields of cell.json that the analysis groups by: each must equal the hashed identity's.
-IDENTITY_FIELDS = ("domain", "budget", "repair", "precision", "model", "trials", "first_trial", "seed", "max_steps",
-                   "tau2_compat", "split", "model_manifest_sha", "data_digest")
+IDENTITY_FIELDS = (
+    "domain",
+    "budget",
+    "repair",
+    "precision",
+    "model",
+    "trials",
+    "first_trial",
+    "seed",
+    "max_steps",
+    "tau2_compat",
+    "split",
+    "model_manifest_sha",
+    "data_digest",
+)
 
 
 def expected_from_config(config: dict[str, Any]) -> dict[str, Any]:
@@ -60,8 +73,10 @@ def verify_cell(cell_dir: Path, expected: dict[str, Any] | None = None) -> dict[
         raise IntegrityError(f"{cell_dir}: cell.json's identity does not hash to its cell_hash {chash} (edited?)")
     for key in IDENTITY_FIELDS:
         if key in identity and cell.get(key) != identity[key]:
-            raise IntegrityError(f"{cell_dir}: cell.json says {key}={cell.get(key)!r} but its identity has "
-                                 f"{identity[key]!r} (relabelled?)")
+            raise IntegrityError(
+                f"{cell_dir}: cell.json says {key}={cell.get(key)!r} but its identity has "
+                f"{identity[key]!r} (relabelled?)"
+            )
     if metrics.get("cell_hash") != chash:
         raise IntegrityError(f"{cell_dir}: metrics.json is for cell {metrics.get('cell_hash')}, cell.json for {chash}")
     if metrics.get("episodes_sha256") != episodes_sha256(episodes):

@@ -35,7 +35,9 @@ def _norm(text: str) -> str:
 
 def _args_match(gold: Action, made: dict[str, Any]) -> bool:
     keys = gold.compare_args if gold.compare_args is not None else list(gold.arguments)
-    return all(json.dumps(gold.arguments.get(k), sort_keys=True) == json.dumps(made.get(k), sort_keys=True) for k in keys)
+    return all(
+        json.dumps(gold.arguments.get(k), sort_keys=True) == json.dumps(made.get(k), sort_keys=True) for k in keys
+    )
 
 
 def successful_calls(trajectory: Iterable[dict[str, Any]]) -> list[tuple[str, str, dict[str, Any]]]:
@@ -85,7 +87,9 @@ class Evaluator:
         """How many of the task's ground-truth actions themselves fail when replayed."""
         return self._replay(task)[1]
 
-    def evaluate(self, task: Task, env: Environment, trajectory: Sequence[dict[str, Any]], termination: Termination) -> dict[str, Any]:
+    def evaluate(
+        self, task: Task, env: Environment, trajectory: Sequence[dict[str, Any]], termination: Termination
+    ) -> dict[str, Any]:
         criteria = task.evaluation_criteria
         basis = list(criteria.reward_basis) if criteria else []
         info: dict[str, Any] = {"reward_basis": basis, "components": {}, "skipped": []}
@@ -110,7 +114,10 @@ class Evaluator:
             elif component == "ACTION":
                 made = successful_calls(trajectory)
                 matched = [
-                    any(side == gold.requestor and name == gold.name and _args_match(gold, args) for side, name, args in made)
+                    any(
+                        side == gold.requestor and name == gold.name and _args_match(gold, args)
+                        for side, name, args in made
+                    )
                     for gold in task.actions
                 ]
                 info["actions_matched"] = matched

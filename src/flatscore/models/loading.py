@@ -8,9 +8,7 @@ from typing import Any
 import torch
 
 
-def load_model(
-    model_dir: str | Path, device: str = "cpu", dtype: str | torch.dtype | None = None, **kwargs: Any
-):
+def load_model(model_dir: str | Path, device: str = "cpu", dtype: str | torch.dtype | None = None, **kwargs: Any):
     """Return (model, tokenizer) in eval mode on `device`.
 
     dtype defaults to float32 on the CPU and "auto" elsewhere. compressed-tensors checkpoints

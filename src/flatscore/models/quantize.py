@@ -24,7 +24,9 @@ SCHEMES: dict[str, dict[str, Any]] = {
 FULL_PRECISION = ("fp32", "fp16", "bf16", "full", "none")
 
 
-def build_recipe(scheme: str = "w4a16", group_size: int = 32, awq: bool = True, ignore: Sequence[str] = ("lm_head",)) -> str:
+def build_recipe(
+    scheme: str = "w4a16", group_size: int = 32, awq: bool = True, ignore: Sequence[str] = ("lm_head",)
+) -> str:
     """The llmcompressor recipe as YAML text: AWQModifier (optional) then QuantizationModifier."""
     if scheme not in SCHEMES:
         raise ValueError(f"unknown scheme {scheme!r}; known: {sorted(SCHEMES)}")
@@ -129,12 +131,11 @@ def quantize_model(
 
 
 def _quantize(src, out, scheme, group_size, calibration, n_samples, max_seq_len, awq, dtype, t0) -> Manifest:
+    import compressed_tensors
+    import llmcompressor
     from datasets import Dataset
     from llmcompressor import oneshot
     from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    import compressed_tensors
-    import llmcompressor
 
     out.mkdir(parents=True, exist_ok=True)
     use_awq = True if awq is None else bool(awq)
@@ -145,8 +146,8 @@ def _quantize(src, out, scheme, group_size, calibration, n_samples, max_seq_len,
         dtype = torch.float32 if _no_accelerator() else "auto"
     model = AutoModelForCausalLM.from_pretrained(src, dtype=dtype)
     model.eval()
-    size_before = dir_size_bytes(src) if _is_local(src) else sum(
-        p.numel() * p.element_size() for p in model.parameters()
+    size_before = (
+        dir_size_bytes(src) if _is_local(src) else sum(p.numel() * p.element_size() for p in model.parameters())
     )
 
     texts = _render_calibration(tokenizer, calibration, n_samples)

@@ -187,7 +187,7 @@ def channel_table_csv(episodes: list[dict[str, Any]]) -> str:
 
     channels = list(CHANNELS)
     for ep in episodes:
-        for ch in (ep.get("channels") or {}):
+        for ch in ep.get("channels") or {}:
             if ch not in channels:
                 channels.append(ch)
     rows: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
@@ -280,9 +280,7 @@ def _find_or_create_study_run(client, exp_id: str, study: str) -> str:
     if runs:
         return _elect(runs).info.run_id
     run = with_retry(
-        lambda: client.create_run(
-            exp_id, run_name=study, tags={TAG_KIND: "study", TAG_STUDY: study}
-        ),
+        lambda: client.create_run(exp_id, run_name=study, tags={TAG_KIND: "study", TAG_STUDY: study}),
         what="create_run(study)",
     )
     with_retry(lambda: client.set_terminated(run.info.run_id, "FINISHED"), what="set_terminated")

@@ -122,7 +122,6 @@ def ensure_store(uri: str) -> None:
     db = sqlite_path(uri)
     db.parent.mkdir(parents=True, exist_ok=True)
     import sqlalchemy
-
     from mlflow.store.db import utils as db_utils
 
     with file_lock(db.with_name(db.name + ".lock")):

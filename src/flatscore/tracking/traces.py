@@ -73,7 +73,9 @@ def _existing_trace_ids(client, exp_id: str, run_id: str) -> list[str]:
     token = None
     while True:
         page = client.search_traces(
-            locations=[exp_id], filter_string=f"metadata.`mlflow.sourceRun` = '{run_id}'", max_results=500,
+            locations=[exp_id],
+            filter_string=f"metadata.`mlflow.sourceRun` = '{run_id}'",
+            max_results=500,
             page_token=token,
         )
         ids.extend(t.info.trace_id for t in page)
@@ -149,9 +151,7 @@ def log_episode_traces(
                 out: dict[str, Any] = {"content": _clip(msg.get("content"), secrets)}
                 if msg.get("tool_calls"):
                     out["tool_calls"] = _clip(msg.get("tool_calls"), secrets)
-                client.end_span(
-                    trace_id=root.trace_id, span_id=span.span_id, outputs=out, end_time_ns=s + step_ns // 2
-                )
+                client.end_span(trace_id=root.trace_id, span_id=span.span_id, outputs=out, end_time_ns=s + step_ns // 2)
             status = "OK" if ep.get("termination") not in ("too_many_errors", "infrastructure_error") else "ERROR"
             client.end_trace(
                 root.trace_id,

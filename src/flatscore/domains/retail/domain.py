@@ -88,7 +88,9 @@ class RetailDomain(Domain):
             return lambda key, _value: model.model_validate(records[key])
 
         return RetailDB.model_construct(
-            products=CopyOnAccessDict(pristine.products, copier("products", Product), self._pristine_digests["products"]),
+            products=CopyOnAccessDict(
+                pristine.products, copier("products", Product), self._pristine_digests["products"]
+            ),
             users=CopyOnAccessDict(pristine.users, copier("users", User), self._pristine_digests["users"]),
             orders=CopyOnAccessDict(pristine.orders, copier("orders", Order), self._pristine_digests["orders"]),
         )

@@ -39,47 +39,238 @@ N_ORDERS = 150
 
 # name -> (base price, {option: values})
 CATALOGUE: dict[str, tuple[float, dict[str, list[str]]]] = {
-    "T-Shirt": (35.0, {"color": ["black", "white", "blue", "red"], "size": ["S", "M", "L", "XL"], "material": ["cotton", "polyester"]}),
-    "Running Shoes": (120.0, {"size": ["8", "9", "10", "11"], "color": ["black", "white", "yellow"], "material": ["mesh", "leather"]}),
-    "Desk Lamp": (80.0, {"color": ["black", "silver", "white"], "brightness": ["low", "medium", "high"], "power source": ["USB", "AC adapter"]}),
-    "Water Bottle": (30.0, {"capacity": ["500ml", "750ml", "1000ml"], "material": ["glass", "stainless steel", "plastic"], "color": ["blue", "green", "black"]}),
-    "Backpack": (150.0, {"color": ["black", "grey", "navy"], "size": ["small", "medium", "large"], "compartment": ["laptop", "hiking"]}),
-    "Mechanical Keyboard": (180.0, {"switch type": ["linear", "tactile", "clicky"], "backlight": ["none", "white", "RGB"], "size": ["full size", "80%"]}),
-    "Wireless Earbuds": (140.0, {"color": ["black", "white", "blue"], "battery life": ["6 hours", "8 hours"], "water resistance": ["IPX4", "IPX7"]}),
-    "Office Chair": (420.0, {"material": ["mesh", "fabric", "leather"], "color": ["black", "grey"], "armrest": ["fixed", "adjustable"]}),
-    "Coffee Maker": (160.0, {"color": ["black", "stainless steel"], "capacity": ["4 cups", "8 cups", "12 cups"], "type": ["drip", "espresso"]}),
-    "Yoga Mat": (45.0, {"thickness": ["4mm", "6mm", "8mm"], "material": ["PVC", "natural rubber", "TPE"], "color": ["purple", "green", "pink"]}),
-    "Smart Watch": (260.0, {"color": ["black", "silver", "gold"], "band material": ["silicone", "leather", "metal"], "display": ["LCD", "AMOLED"]}),
-    "Bluetooth Speaker": (95.0, {"color": ["red", "blue", "black"], "battery life": ["10 hours", "20 hours"], "water resistance": ["yes", "no"]}),
-    "Electric Kettle": (60.0, {"capacity": ["1L", "1.5L", "2L"], "material": ["glass", "plastic", "stainless steel"], "color": ["white", "black", "silver"]}),
-    "Sunglasses": (110.0, {"frame color": ["black", "brown", "silver"], "lens color": ["green", "brown", "blue"], "polarized": ["yes", "no"]}),
-    "Hiking Boots": (190.0, {"size": ["8", "9", "10", "11", "12"], "material": ["leather", "synthetic"], "waterproof": ["yes", "no"]}),
-    "Digital Camera": (640.0, {"resolution": ["20MP", "24MP", "30MP"], "zoom": ["3x", "5x", "10x"], "storage": ["SD card", "CF card"]}),
-    "Tablet": (420.0, {"screen size": ["8-inch", "10-inch", "12-inch"], "storage": ["64GB", "128GB", "256GB"], "color": ["black", "silver", "gold"]}),
-    "Skateboard": (130.0, {"deck material": ["maple", "bamboo", "plastic"], "length": ["28 inch", "31 inch", "34 inch"], "design": ["plain", "graphic"]}),
-    "Air Purifier": (280.0, {"room size": ["small", "medium", "large"], "filter type": ["HEPA", "carbon"], "features": ["quiet operation", "night mode", "smart sensors"]}),
-    "Garden Hose": (55.0, {"length": ["25ft", "50ft", "100ft"], "material": ["rubber", "vinyl", "latex"], "color": ["green", "blue", "black"]}),
+    "T-Shirt": (
+        35.0,
+        {
+            "color": ["black", "white", "blue", "red"],
+            "size": ["S", "M", "L", "XL"],
+            "material": ["cotton", "polyester"],
+        },
+    ),
+    "Running Shoes": (
+        120.0,
+        {"size": ["8", "9", "10", "11"], "color": ["black", "white", "yellow"], "material": ["mesh", "leather"]},
+    ),
+    "Desk Lamp": (
+        80.0,
+        {
+            "color": ["black", "silver", "white"],
+            "brightness": ["low", "medium", "high"],
+            "power source": ["USB", "AC adapter"],
+        },
+    ),
+    "Water Bottle": (
+        30.0,
+        {
+            "capacity": ["500ml", "750ml", "1000ml"],
+            "material": ["glass", "stainless steel", "plastic"],
+            "color": ["blue", "green", "black"],
+        },
+    ),
+    "Backpack": (
+        150.0,
+        {"color": ["black", "grey", "navy"], "size": ["small", "medium", "large"], "compartment": ["laptop", "hiking"]},
+    ),
+    "Mechanical Keyboard": (
+        180.0,
+        {
+            "switch type": ["linear", "tactile", "clicky"],
+            "backlight": ["none", "white", "RGB"],
+            "size": ["full size", "80%"],
+        },
+    ),
+    "Wireless Earbuds": (
+        140.0,
+        {
+            "color": ["black", "white", "blue"],
+            "battery life": ["6 hours", "8 hours"],
+            "water resistance": ["IPX4", "IPX7"],
+        },
+    ),
+    "Office Chair": (
+        420.0,
+        {"material": ["mesh", "fabric", "leather"], "color": ["black", "grey"], "armrest": ["fixed", "adjustable"]},
+    ),
+    "Coffee Maker": (
+        160.0,
+        {
+            "color": ["black", "stainless steel"],
+            "capacity": ["4 cups", "8 cups", "12 cups"],
+            "type": ["drip", "espresso"],
+        },
+    ),
+    "Yoga Mat": (
+        45.0,
+        {
+            "thickness": ["4mm", "6mm", "8mm"],
+            "material": ["PVC", "natural rubber", "TPE"],
+            "color": ["purple", "green", "pink"],
+        },
+    ),
+    "Smart Watch": (
+        260.0,
+        {
+            "color": ["black", "silver", "gold"],
+            "band material": ["silicone", "leather", "metal"],
+            "display": ["LCD", "AMOLED"],
+        },
+    ),
+    "Bluetooth Speaker": (
+        95.0,
+        {
+            "color": ["red", "blue", "black"],
+            "battery life": ["10 hours", "20 hours"],
+            "water resistance": ["yes", "no"],
+        },
+    ),
+    "Electric Kettle": (
+        60.0,
+        {
+            "capacity": ["1L", "1.5L", "2L"],
+            "material": ["glass", "plastic", "stainless steel"],
+            "color": ["white", "black", "silver"],
+        },
+    ),
+    "Sunglasses": (
+        110.0,
+        {
+            "frame color": ["black", "brown", "silver"],
+            "lens color": ["green", "brown", "blue"],
+            "polarized": ["yes", "no"],
+        },
+    ),
+    "Hiking Boots": (
+        190.0,
+        {"size": ["8", "9", "10", "11", "12"], "material": ["leather", "synthetic"], "waterproof": ["yes", "no"]},
+    ),
+    "Digital Camera": (
+        640.0,
+        {"resolution": ["20MP", "24MP", "30MP"], "zoom": ["3x", "5x", "10x"], "storage": ["SD card", "CF card"]},
+    ),
+    "Tablet": (
+        420.0,
+        {
+            "screen size": ["8-inch", "10-inch", "12-inch"],
+            "storage": ["64GB", "128GB", "256GB"],
+            "color": ["black", "silver", "gold"],
+        },
+    ),
+    "Skateboard": (
+        130.0,
+        {
+            "deck material": ["maple", "bamboo", "plastic"],
+            "length": ["28 inch", "31 inch", "34 inch"],
+            "design": ["plain", "graphic"],
+        },
+    ),
+    "Air Purifier": (
+        280.0,
+        {
+            "room size": ["small", "medium", "large"],
+            "filter type": ["HEPA", "carbon"],
+            "features": ["quiet operation", "night mode", "smart sensors"],
+        },
+    ),
+    "Garden Hose": (
+        55.0,
+        {
+            "length": ["25ft", "50ft", "100ft"],
+            "material": ["rubber", "vinyl", "latex"],
+            "color": ["green", "blue", "black"],
+        },
+    ),
 }
 
 FIRST_NAMES = [
-    "Ava", "Liam", "Mia", "Noah", "Emma", "Ethan", "Sofia", "Lucas", "Amelia", "Mason", "Harper", "Omar",
-    "Yara", "Daiki", "Priya", "Mateo", "Chloe", "Ivan", "Fatima", "Hiro", "Lena", "Raj", "Nora", "Diego",
-    "Zoe", "Aarav", "Grace", "Kofi", "Isla", "Jonas",
+    "Ava",
+    "Liam",
+    "Mia",
+    "Noah",
+    "Emma",
+    "Ethan",
+    "Sofia",
+    "Lucas",
+    "Amelia",
+    "Mason",
+    "Harper",
+    "Omar",
+    "Yara",
+    "Daiki",
+    "Priya",
+    "Mateo",
+    "Chloe",
+    "Ivan",
+    "Fatima",
+    "Hiro",
+    "Lena",
+    "Raj",
+    "Nora",
+    "Diego",
+    "Zoe",
+    "Aarav",
+    "Grace",
+    "Kofi",
+    "Isla",
+    "Jonas",
 ]
 LAST_NAMES = [
-    "Garcia", "Smith", "Nguyen", "Patel", "Kim", "Muller", "Rossi", "Khan", "Silva", "Johnson", "Lopez",
-    "Brown", "Ito", "Moreau", "Ahmed", "Kowalski", "Santos", "Andersen", "Okafor", "Levi", "Chen", "Davis",
-    "Fischer", "Wilson", "Sato",
+    "Garcia",
+    "Smith",
+    "Nguyen",
+    "Patel",
+    "Kim",
+    "Muller",
+    "Rossi",
+    "Khan",
+    "Silva",
+    "Johnson",
+    "Lopez",
+    "Brown",
+    "Ito",
+    "Moreau",
+    "Ahmed",
+    "Kowalski",
+    "Santos",
+    "Andersen",
+    "Okafor",
+    "Levi",
+    "Chen",
+    "Davis",
+    "Fischer",
+    "Wilson",
+    "Sato",
 ]
 STREETS = [
-    "Oak Street", "Maple Drive", "Cedar Avenue", "Pine Lane", "Elm Street", "River Road", "Hillcrest Drive",
-    "Lakeview Drive", "Sunset Boulevard", "Park Avenue", "Willow Lane", "Broadway", "Main Street",
-    "Highland Avenue", "Spruce Street", "Chestnut Street",
+    "Oak Street",
+    "Maple Drive",
+    "Cedar Avenue",
+    "Pine Lane",
+    "Elm Street",
+    "River Road",
+    "Hillcrest Drive",
+    "Lakeview Drive",
+    "Sunset Boulevard",
+    "Park Avenue",
+    "Willow Lane",
+    "Broadway",
+    "Main Street",
+    "Highland Avenue",
+    "Spruce Street",
+    "Chestnut Street",
 ]
 CITIES = [
-    ("Seattle", "WA", "981"), ("Austin", "TX", "787"), ("Denver", "CO", "802"), ("Boston", "MA", "021"),
-    ("Chicago", "IL", "606"), ("Phoenix", "AZ", "850"), ("Portland", "OR", "972"), ("Columbus", "OH", "432"),
-    ("San Diego", "CA", "921"), ("Miami", "FL", "331"), ("New York", "NY", "100"), ("Nashville", "TN", "372"),
+    ("Seattle", "WA", "981"),
+    ("Austin", "TX", "787"),
+    ("Denver", "CO", "802"),
+    ("Boston", "MA", "021"),
+    ("Chicago", "IL", "606"),
+    ("Phoenix", "AZ", "850"),
+    ("Portland", "OR", "972"),
+    ("Columbus", "OH", "432"),
+    ("San Diego", "CA", "921"),
+    ("Miami", "FL", "331"),
+    ("New York", "NY", "100"),
+    ("Nashville", "TN", "372"),
 ]
 BRANDS = ["visa", "mastercard"]
 PERSONAS = [
@@ -309,11 +500,7 @@ class _TaskMaker:
         return [v for v in product.variants.values() if v.available and v.item_id != item.item_id]
 
     def _payment_for(self, user: User, diff: float) -> tuple[str, Any] | None:
-        ok = [
-            (pid, m)
-            for pid, m in user.payment_methods.items()
-            if not isinstance(m, GiftCard) or m.balance >= diff
-        ]
+        ok = [(pid, m) for pid, m in user.payment_methods.items() if not isinstance(m, GiftCard) or m.balance >= diff]
         return self.rng.choice(ok) if ok else None
 
     def _new_address(self, old: UserAddress) -> UserAddress:
@@ -353,8 +540,11 @@ class _TaskMaker:
             reason=f"You want to cancel your order {order.order_id} ({names}) because {why}.",
             known=known + [f"The order id is {order.order_id}."],
             unknown=unknown,
-            actions=[ident, ("get_order_details", {"order_id": order.order_id}),
-                     ("cancel_pending_order", {"order_id": order.order_id, "reason": reason})],
+            actions=[
+                ident,
+                ("get_order_details", {"order_id": order.order_id}),
+                ("cancel_pending_order", {"order_id": order.order_id, "reason": reason}),
+            ],
             purpose="Cancel a pending order with a valid reason.",
         )
 
@@ -368,10 +558,14 @@ class _TaskMaker:
         return _Draft(
             kind="modify_pending_order_address",
             reason=f"Your order {order.order_id} has not shipped yet and you want it delivered to a different address.",
-            known=known + [f"The order id is {order.order_id}.", f"The new shipping address is {self._address_text(new)}."],
+            known=known
+            + [f"The order id is {order.order_id}.", f"The new shipping address is {self._address_text(new)}."],
             unknown=unknown,
-            actions=[ident, ("get_order_details", {"order_id": order.order_id}),
-                     ("modify_pending_order_address", {"order_id": order.order_id, **self._address_args(new)})],
+            actions=[
+                ident,
+                ("get_order_details", {"order_id": order.order_id}),
+                ("modify_pending_order_address", {"order_id": order.order_id, **self._address_args(new)}),
+            ],
             purpose="Change the shipping address of a pending order.",
         )
 
@@ -395,7 +589,10 @@ class _TaskMaker:
             return None
         pid, method = payment
         known, unknown, ident = self._identify(user)
-        wants = [f"the {i.name} ({_options_text(i.options)}) for the one with {_options_text(t.options)}" for i, t in zip(items, targets)]
+        wants = [
+            f"the {i.name} ({_options_text(i.options)}) for the one with {_options_text(t.options)}"
+            for i, t in zip(items, targets)
+        ]
         actions: list[tuple[str, dict[str, Any]]] = [
             ident,
             ("get_user_details", {"user_id": user.user_id}),
@@ -417,8 +614,11 @@ class _TaskMaker:
         return _Draft(
             kind=tool,
             reason=f"For your order {order.order_id} you want to {verb} " + "; and ".join(wants) + ".",
-            known=known + [f"The order id is {order.order_id}.",
-                           f"Any price difference should go through {_describe_method(method)}."],
+            known=known
+            + [
+                f"The order id is {order.order_id}.",
+                f"Any price difference should go through {_describe_method(method)}.",
+            ],
             unknown=unknown,
             actions=actions,
             purpose=f"{verb.capitalize()} items of an order for other variants of the same product.",
@@ -430,7 +630,9 @@ class _TaskMaker:
 
     def exchange(self) -> _Draft | None:
         order = self._pick_order("exchange", lambda o: o.status == "delivered")
-        return None if order is None else self._swap_draft("exchange", order, "exchange_delivered_order_items", "exchange")
+        return (
+            None if order is None else self._swap_draft("exchange", order, "exchange_delivered_order_items", "exchange")
+        )
 
     def return_items(self) -> _Draft | None:
         order = self._pick_order("return", lambda o: o.status == "delivered")
@@ -439,7 +641,9 @@ class _TaskMaker:
         user = self.db.users[order.user_id]
         items = self.rng.sample(order.items, k=self.rng.randint(1, len(order.items)))
         original = order.payment_history[0].payment_method_id
-        options = [original] + [pid for pid, m in user.payment_methods.items() if isinstance(m, GiftCard) and pid != original]
+        options = [original] + [
+            pid for pid, m in user.payment_methods.items() if isinstance(m, GiftCard) and pid != original
+        ]
         pid = self.rng.choice(options)
         where = "the original payment method" if pid == original else _describe_method(user.payment_methods[pid])
         known, unknown, ident = self._identify(user)
@@ -449,10 +653,15 @@ class _TaskMaker:
             reason=f"You received your order {order.order_id} and want to return {names}.",
             known=known + [f"The order id is {order.order_id}.", f"You want the refund to go to {where}."],
             unknown=unknown,
-            actions=[ident, ("get_user_details", {"user_id": user.user_id}),
-                     ("get_order_details", {"order_id": order.order_id}),
-                     ("return_delivered_order_items",
-                      {"order_id": order.order_id, "item_ids": [i.item_id for i in items], "payment_method_id": pid})],
+            actions=[
+                ident,
+                ("get_user_details", {"user_id": user.user_id}),
+                ("get_order_details", {"order_id": order.order_id}),
+                (
+                    "return_delivered_order_items",
+                    {"order_id": order.order_id, "item_ids": [i.item_id for i in items], "payment_method_id": pid},
+                ),
+            ],
             purpose="Return items of a delivered order to an allowed refund method.",
         )
 
@@ -462,7 +671,8 @@ class _TaskMaker:
                 return False
             user = self.db.users[o.user_id]
             return any(
-                pid != o.payment_history[0].payment_method_id and (not isinstance(m, GiftCard) or m.balance >= o.payment_history[0].amount)
+                pid != o.payment_history[0].payment_method_id
+                and (not isinstance(m, GiftCard) or m.balance >= o.payment_history[0].amount)
                 for pid, m in user.payment_methods.items()
             )
 
@@ -473,7 +683,8 @@ class _TaskMaker:
         amount = order.payment_history[0].amount
         current = order.payment_history[0].payment_method_id
         choices = [
-            pid for pid, m in user.payment_methods.items()
+            pid
+            for pid, m in user.payment_methods.items()
             if pid != current and (not isinstance(m, GiftCard) or m.balance >= amount)
         ]
         pid = self.rng.choice(choices)
@@ -483,9 +694,12 @@ class _TaskMaker:
             reason=f"You want to pay for your pending order {order.order_id} with {_describe_method(user.payment_methods[pid])} instead.",
             known=known + [f"The order id is {order.order_id}."],
             unknown=unknown,
-            actions=[ident, ("get_user_details", {"user_id": user.user_id}),
-                     ("get_order_details", {"order_id": order.order_id}),
-                     ("modify_pending_order_payment", {"order_id": order.order_id, "payment_method_id": pid})],
+            actions=[
+                ident,
+                ("get_user_details", {"user_id": user.user_id}),
+                ("get_order_details", {"order_id": order.order_id}),
+                ("modify_pending_order_payment", {"order_id": order.order_id, "payment_method_id": pid}),
+            ],
             purpose="Switch the payment method of a pending order.",
         )
 
@@ -498,8 +712,11 @@ class _TaskMaker:
             reason="You moved and want to update the default address on your account.",
             known=known + [f"Your new address is {self._address_text(new)}."],
             unknown=unknown,
-            actions=[ident, ("get_user_details", {"user_id": user.user_id}),
-                     ("modify_user_address", {"user_id": user.user_id, **self._address_args(new)})],
+            actions=[
+                ident,
+                ("get_user_details", {"user_id": user.user_id}),
+                ("modify_user_address", {"user_id": user.user_id, **self._address_args(new)}),
+            ],
             purpose="Update a user's default address.",
         )
 
@@ -533,7 +750,11 @@ class _TaskMaker:
             ),
             known=known,
             unknown=unknown + " You do not know the product id.",
-            actions=[ident, ("list_all_product_types", {}), ("get_product_details", {"product_id": product.product_id})],
+            actions=[
+                ident,
+                ("list_all_product_types", {}),
+                ("get_product_details", {"product_id": product.product_id}),
+            ],
             communicate=lambda results: [_num(variant.price)],
             purpose="Find a product by name and communicate a variant's price.",
         )
@@ -569,8 +790,12 @@ class _TaskMaker:
             reason=f"You want to know how much your orders {first} and {second} cost together. You do not want to change anything.",
             known=known + [f"The order ids are {first} and {second}."],
             unknown=unknown,
-            actions=[ident, ("get_order_details", {"order_id": first}), ("get_order_details", {"order_id": second}),
-                     ("calculate", {"expression": f"{_num(a)} + {_num(b)}"})],
+            actions=[
+                ident,
+                ("get_order_details", {"order_id": first}),
+                ("get_order_details", {"order_id": second}),
+                ("calculate", {"expression": f"{_num(a)} + {_num(b)}"}),
+            ],
             communicate=lambda results: [results[-1]],
             purpose="Add two order totals with calculate and communicate the sum.",
         )
@@ -595,9 +820,12 @@ class _TaskMaker:
             ),
             known=known + [f"The order id is {order.order_id}."],
             unknown=unknown,
-            actions=[ident, ("get_order_details", {"order_id": order.order_id}),
-                     ("get_product_details", {"product_id": item.product_id}),
-                     ("calculate", {"expression": f"{_num(target.price)} - {_num(item.price)}"})],
+            actions=[
+                ident,
+                ("get_order_details", {"order_id": order.order_id}),
+                ("get_product_details", {"product_id": item.product_id}),
+                ("calculate", {"expression": f"{_num(target.price)} - {_num(item.price)}"}),
+            ],
             communicate=lambda results: [results[-1]],
             purpose="Compute a price difference with calculate and communicate it.",
         )
@@ -617,16 +845,29 @@ class _TaskMaker:
             reason=f"You moved. You want to update your default address and also have your pending order {order.order_id} shipped to the new address.",
             known=known + [f"The order id is {order.order_id}.", f"Your new address is {self._address_text(new)}."],
             unknown=unknown,
-            actions=[ident, ("get_user_details", {"user_id": user.user_id}),
-                     ("modify_user_address", {"user_id": user.user_id, **self._address_args(new)}),
-                     ("get_order_details", {"order_id": order.order_id}),
-                     ("modify_pending_order_address", {"order_id": order.order_id, **self._address_args(new)})],
+            actions=[
+                ident,
+                ("get_user_details", {"user_id": user.user_id}),
+                ("modify_user_address", {"user_id": user.user_id, **self._address_args(new)}),
+                ("get_order_details", {"order_id": order.order_id}),
+                ("modify_pending_order_address", {"order_id": order.order_id, **self._address_args(new)}),
+            ],
             purpose="Update the default address and a pending order's address.",
         )
 
     KINDS = (
-        "cancel", "modify_order_address", "modify_items", "exchange", "return_items", "modify_payment",
-        "modify_user_address", "order_total", "item_price", "tracking", "sum_of_orders", "exchange_difference",
+        "cancel",
+        "modify_order_address",
+        "modify_items",
+        "exchange",
+        "return_items",
+        "modify_payment",
+        "modify_user_address",
+        "order_total",
+        "item_price",
+        "tracking",
+        "sum_of_orders",
+        "exchange_difference",
         "address_everywhere",
     )
 

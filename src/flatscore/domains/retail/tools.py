@@ -15,7 +15,7 @@ from collections import Counter
 from typing import Literal
 
 from ..cow import peek_items, peek_values
-from ..toolkit import Toolkit, ToolError, tool
+from ..toolkit import ToolError, Toolkit, tool
 from .data_model import (
     CANCEL_REASONS,
     GiftCard,
@@ -185,7 +185,9 @@ class RetailTools(Toolkit):
         refunds = []
         for payment in order.payment_history:
             refunds.append(
-                OrderPayment(transaction_type="refund", amount=payment.amount, payment_method_id=payment.payment_method_id)
+                OrderPayment(
+                    transaction_type="refund", amount=payment.amount, payment_method_id=payment.payment_method_id
+                )
             )
             method = self._payment_method(order.user_id, payment.payment_method_id)
             if isinstance(method, GiftCard):
@@ -203,7 +205,9 @@ class RetailTools(Toolkit):
         order = self._order(order_id)
         if "pending" not in order.status:
             raise ToolError("Non-pending order cannot be modified")
-        order.address = UserAddress(address1=address1, address2=address2, city=city, state=state, country=country, zip=zip)
+        order.address = UserAddress(
+            address1=address1, address2=address2, city=city, state=state, country=country, zip=zip
+        )
         return self._snapshot(order)
 
     @tool(mutates=True)
@@ -236,7 +240,9 @@ class RetailTools(Toolkit):
             raise ToolError("Insufficient gift card balance to pay for the new item")
         order.payment_history.append(
             OrderPayment(
-                transaction_type="payment" if diff > 0 else "refund", amount=abs(diff), payment_method_id=payment_method_id
+                transaction_type="payment" if diff > 0 else "refund",
+                amount=abs(diff),
+                payment_method_id=payment_method_id,
             )
         )
         if isinstance(method, GiftCard):
@@ -282,7 +288,9 @@ class RetailTools(Toolkit):
     ) -> User:
         """Change a user's default address (user_id like 'jane_doe_1234'; address2 may be ''). Needs the user's explicit confirmation."""
         user = self._user(user_id)
-        user.address = UserAddress(address1=address1, address2=address2, city=city, state=state, country=country, zip=zip)
+        user.address = UserAddress(
+            address1=address1, address2=address2, city=city, state=state, country=country, zip=zip
+        )
         return self._snapshot(user)
 
     # -- write: delivered orders -----------------------------------------------------------

@@ -49,4 +49,6 @@ class TelecomEnvironment(Environment):
             customer = tools.get_customer_by_phone(phone)
             awaiting = tools._bills_awaiting_payment(customer)
             if awaiting:
-                surroundings.payment_request = PaymentRequest(bill_id=awaiting[0].bill_id, amount_due=awaiting[0].total_due)
+                surroundings.payment_request = PaymentRequest(
+                    bill_id=awaiting[0].bill_id, amount_due=awaiting[0].total_due
+                )

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .data_model import (
+    AccountStatus,
     Address,
     Bill,
     BillStatus,
@@ -34,32 +35,88 @@ from .data_model import (
     PaymentMethodType,
     Plan,
     TelecomDB,
-    AccountStatus,
 )
 from .user_data_model import TelecomUserDB
 
 POLICY_FILE = Path(__file__).with_name("policy.md")
 
 _FIRST = [
-    "Alice", "Brian", "Carmen", "David", "Elena", "Farid", "Grace", "Hiro", "Ines", "Jonas", "Keisha", "Liam",
-    "Maya", "Nikhil", "Olga", "Pedro", "Quinn", "Rosa", "Samir", "Tara", "Umar", "Vera", "Wes", "Yara", "Zoe",
+    "Alice",
+    "Brian",
+    "Carmen",
+    "David",
+    "Elena",
+    "Farid",
+    "Grace",
+    "Hiro",
+    "Ines",
+    "Jonas",
+    "Keisha",
+    "Liam",
+    "Maya",
+    "Nikhil",
+    "Olga",
+    "Pedro",
+    "Quinn",
+    "Rosa",
+    "Samir",
+    "Tara",
+    "Umar",
+    "Vera",
+    "Wes",
+    "Yara",
+    "Zoe",
 ]
 _LAST = [
-    "Alvarez", "Brooks", "Chen", "Dubois", "Evans", "Fischer", "Garcia", "Hughes", "Ito", "Jensen", "Kowalski",
-    "Lopez", "Moreau", "Nguyen", "Okafor", "Patel", "Rossi", "Silva", "Tanaka", "Usman", "Vargas", "Weber",
+    "Alvarez",
+    "Brooks",
+    "Chen",
+    "Dubois",
+    "Evans",
+    "Fischer",
+    "Garcia",
+    "Hughes",
+    "Ito",
+    "Jensen",
+    "Kowalski",
+    "Lopez",
+    "Moreau",
+    "Nguyen",
+    "Okafor",
+    "Patel",
+    "Rossi",
+    "Silva",
+    "Tanaka",
+    "Usman",
+    "Vargas",
+    "Weber",
 ]
 _STREETS = ["Maple Ave", "Cedar St", "Lake Rd", "Hill St", "Park Blvd", "Elm Ct", "Bay Dr", "Mill Ln"]
-_CITIES = [("Portland", "OR", "97201"), ("Madison", "WI", "53703"), ("Tucson", "AZ", "85701"),
-           ("Raleigh", "NC", "27601"), ("Boise", "ID", "83702"), ("Albany", "NY", "12207")]
+_CITIES = [
+    ("Portland", "OR", "97201"),
+    ("Madison", "WI", "53703"),
+    ("Tucson", "AZ", "85701"),
+    ("Raleigh", "NC", "27601"),
+    ("Boise", "ID", "83702"),
+    ("Albany", "NY", "12207"),
+]
 _COUNTRIES = ["France", "Japan", "Mexico", "Italy", "Canada", "Spain", "Germany", "Brazil"]
-_PHONE_MODELS = [("phone", "Nova 12"), ("phone", "Pixel 8"), ("phone", "Galaxy A54"), ("phone", "iPhone 15"),
-                 ("tablet", "Tab S9"), ("phone", "Moto G")]
+_PHONE_MODELS = [
+    ("phone", "Nova 12"),
+    ("phone", "Pixel 8"),
+    ("phone", "Galaxy A54"),
+    ("phone", "iPhone 15"),
+    ("tablet", "Tab S9"),
+    ("phone", "Moto G"),
+]
 
 _PLANS = [
     Plan(plan_id="P3001", name="Starter", data_limit_gb=4.0, price_per_month=35.0, data_refueling_price_per_gb=6.0),
     Plan(plan_id="P3002", name="Plus", data_limit_gb=10.0, price_per_month=50.0, data_refueling_price_per_gb=4.0),
     Plan(plan_id="P3003", name="Max", data_limit_gb=20.0, price_per_month=70.0, data_refueling_price_per_gb=2.5),
-    Plan(plan_id="P3004", name="Family Pack", data_limit_gb=30.0, price_per_month=110.0, data_refueling_price_per_gb=3.0),
+    Plan(
+        plan_id="P3004", name="Family Pack", data_limit_gb=30.0, price_per_month=110.0, data_refueling_price_per_gb=3.0
+    ),
     Plan(plan_id="P3005", name="Unlimited", data_limit_gb=999.0, price_per_month=90.0, data_refueling_price_per_gb=0.5),
 ]
 
@@ -176,7 +233,9 @@ def _usage_exceeded(t: _Task, rng: random.Random) -> None:
     t.agent_init("set_data_usage", **t.ids, data_used_gb=round(t.plan.data_limit_gb + over, 1))
     t.fix("assistant", "refuel_data", **t.ids, gb_amount=refuel)
     t.assertions.append(
-        _assertion("assistant", "assert_data_refueling_amount", **t.ids, expected_amount=t.line.data_refueling_gb + refuel)
+        _assertion(
+            "assistant", "assert_data_refueling_amount", **t.ids, expected_amount=t.line.data_refueling_gb + refuel
+        )
     )
     t.notes.append(f"You are willing to refuel {refuel} GB of data if needed, but you do not want to change your plan.")
 
@@ -247,10 +306,24 @@ FAULTS: dict[str, tuple[frozenset[str], Callable[[_Task, random.Random], None], 
 UNFIXABLE = frozenset({"contract_end_suspension", "lock_sim_card_pin"})
 #: the order of set-up and of ground-truth fixes (tau2's order)
 FAULT_ORDER = [
-    "airplane_mode_on", "bad_network_preference", "bad_wifi_calling", "break_apn_mms_setting", "break_apn_settings",
-    "break_app_both_permissions", "break_app_sms_permission", "break_app_storage_permission", "data_mode_off",
-    "bad_vpn", "data_saver_mode_on", "data_usage_exceeded", "overdue_bill_suspension", "contract_end_suspension",
-    "lock_sim_card_pin", "unseat_sim_card", "user_abroad_roaming_disabled_off", "user_abroad_roaming_disabled_on",
+    "airplane_mode_on",
+    "bad_network_preference",
+    "bad_wifi_calling",
+    "break_apn_mms_setting",
+    "break_apn_settings",
+    "break_app_both_permissions",
+    "break_app_sms_permission",
+    "break_app_storage_permission",
+    "data_mode_off",
+    "bad_vpn",
+    "data_saver_mode_on",
+    "data_usage_exceeded",
+    "overdue_bill_suspension",
+    "contract_end_suspension",
+    "lock_sim_card_pin",
+    "unseat_sim_card",
+    "user_abroad_roaming_disabled_off",
+    "user_abroad_roaming_disabled_on",
     "user_abroad_roaming_enabled_off",
 ]
 ISSUE_WEIGHTS = {"mms_issue": 0.36, "mobile_data_issue": 0.36, "service_issue": 0.28}
@@ -290,7 +363,9 @@ def build_database(rng: random.Random, n_customers: int = 24) -> TelecomDB:
                     imei=f"35{rng.randrange(10**12, 10**13)}",
                     is_esim_capable=rng.random() < 0.7,
                     activated=True,
-                    activation_date=datetime.datetime.combine(_date(rng, datetime.date(2024, 3, 1), 300), datetime.time(10, 0)),
+                    activation_date=datetime.datetime.combine(
+                        _date(rng, datetime.date(2024, 3, 1), 300), datetime.time(10, 0)
+                    ),
                 )
             )
             plan = rng.choice(_PLANS)
@@ -395,7 +470,8 @@ def _make_task(index: int, rng: random.Random, db: TelecomDB) -> dict[str, Any]:
         (c, ln)
         for c in db.customers
         for ln in db.lines
-        if ln.line_id in c.line_ids and ln.status == LineStatus.ACTIVE
+        if ln.line_id in c.line_ids
+        and ln.status == LineStatus.ACTIVE
         and ("data_usage_exceeded" not in faults or ln.plan_id != "P3005")
     ]
     customer, line = rng.choice(candidates)
@@ -428,13 +504,16 @@ def _make_task(index: int, rng: random.Random, db: TelecomDB) -> dict[str, Any]:
         known += f" You are currently abroad in {task.abroad_in}."
     instructions = " ".join([_GOALS[issue], *task.notes, _GROUNDING])
     task_id = f"[{issue}]{'|'.join(faults)}[PERSONA:None]#{index:03d}"
-    ticket = (
-        f"{_REASONS[issue]} Customer name: {customer.full_name}, phone number: {line.phone_number}"
-        + (f", currently abroad in {task.abroad_in}." if task.abroad_in else ".")
+    ticket = f"{_REASONS[issue]} Customer name: {customer.full_name}, phone number: {line.phone_number}" + (
+        f", currently abroad in {task.abroad_in}." if task.abroad_in else "."
     )
     return {
         "id": task_id,
-        "description": {"purpose": f"Synthetic {issue.replace('_', ' ')}: {', '.join(faults)}.", "relevant_policies": None, "notes": None},
+        "description": {
+            "purpose": f"Synthetic {issue.replace('_', ' ')}: {', '.join(faults)}.",
+            "relevant_policies": None,
+            "notes": None,
+        },
         "user_scenario": {
             "persona": None,
             "instructions": {

@@ -65,7 +65,9 @@ _SPEED_ADVICE = {
     "Good": "Good for most uses, including HD streaming.",
     "Excellent": "Very fast.",
 }
-DEFAULT_VPN = VpnDetails(server_address="192.168.1.1", protocol="OpenVPN", server_performance=PerformanceLevel.EXCELLENT)
+DEFAULT_VPN = VpnDetails(
+    server_address="192.168.1.1", protocol="OpenVPN", server_performance=PerformanceLevel.EXCELLENT
+)
 
 
 def _speed_label(mbps: float) -> str:
@@ -440,7 +442,9 @@ class TelecomUserTools(Toolkit):
     def disconnect_vpn(self) -> str:
         """Disconnect the active VPN connection."""
         dropped = self._drop_vpn()
-        return self._with_bar("VPN disconnected successfully." if dropped else "No active VPN connection to disconnect.")
+        return self._with_bar(
+            "VPN disconnected successfully." if dropped else "No active VPN connection to disconnect."
+        )
 
     # ======================================================================================
     # Tools: apps and MMS

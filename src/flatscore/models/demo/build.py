@@ -36,7 +36,9 @@ def save_demo_dir(model: LlamaForCausalLM, tokenizer, out_dir: str | Path) -> Pa
     return out
 
 
-def build_untrained_demo(out_dir: str | Path, size: str = "tiny", texts: list[str] | None = None, seed: int = 0) -> Path:
+def build_untrained_demo(
+    out_dir: str | Path, size: str = "tiny", texts: list[str] | None = None, seed: int = 0
+) -> Path:
     """Write a tokenizer + randomly initialised demo model (with the chat template) in seconds.
 
     `texts` trains the tokenizer; by default a few built-in retail-like conversations are rendered.

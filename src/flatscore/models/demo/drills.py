@@ -42,8 +42,9 @@ def is_drilled(message: dict[str, Any]) -> bool:
     return copies_values(message) or asks_for_phone_action(message)
 
 
-def copy_drills(conversations: list[dict[str, Any]], context_messages: int = 4,
-                phone_repeats: int = 1) -> list[tuple[str, list[tuple[int, int]]]]:
+def copy_drills(
+    conversations: list[dict[str, Any]], context_messages: int = 4, phone_repeats: int = 1
+) -> list[tuple[str, list[tuple[int, int]]]]:
     """Rendered drills (text, [the labelled span]) of every drilled assistant turn (:func:`is_drilled`).
 
     Each drill holds the user's opening request, the ``context_messages`` messages before the

@@ -65,20 +65,38 @@ def sample_conversations(n: int = 6) -> list[dict]:
         msgs = [
             {"role": "system", "content": "You are a retail customer service agent. Follow the policy."},
             {"role": "user", "content": f"Hi, I want to cancel my order {order}. My email is {who}@example.com."},
-            {"role": "assistant", "content": None, "tool_calls": [_call(0, "find_user_id_by_email", email=f"{who}@example.com")]},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [_call(0, "find_user_id_by_email", email=f"{who}@example.com")],
+            },
             {"role": "tool", "tool_call_id": "call_0", "name": "find_user_id_by_email", "content": f"{who}_{i}"},
             {"role": "assistant", "content": None, "tool_calls": [_call(1, "get_order_details", order_id=order)]},
-            {"role": "tool", "tool_call_id": "call_1", "name": "get_order_details",
-             "content": json.dumps({"order_id": order, "user_id": f"{who}_{i}", "status": status})},
+            {
+                "role": "tool",
+                "tool_call_id": "call_1",
+                "name": "get_order_details",
+                "content": json.dumps({"order_id": order, "user_id": f"{who}_{i}", "status": status}),
+            },
         ]
         if status == "pending":
             msgs += [
-                {"role": "assistant", "content": f"Order {order} is pending. Shall I cancel it because it is no longer needed?"},
+                {
+                    "role": "assistant",
+                    "content": f"Order {order} is pending. Shall I cancel it because it is no longer needed?",
+                },
                 {"role": "user", "content": "Yes, please."},
-                {"role": "assistant", "content": None,
-                 "tool_calls": [_call(2, "cancel_pending_order", order_id=order, reason="no longer needed")]},
-                {"role": "tool", "tool_call_id": "call_2", "name": "cancel_pending_order",
-                 "content": json.dumps({"order_id": order, "status": "cancelled"})},
+                {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [_call(2, "cancel_pending_order", order_id=order, reason="no longer needed")],
+                },
+                {
+                    "role": "tool",
+                    "tool_call_id": "call_2",
+                    "name": "cancel_pending_order",
+                    "content": json.dumps({"order_id": order, "status": "cancelled"}),
+                },
                 {"role": "assistant", "content": f"Done: order {order} is cancelled."},
             ]
         else:

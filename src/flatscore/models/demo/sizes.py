@@ -34,7 +34,7 @@ SIZES: dict[str, dict[str, Any]] = {
         "num_key_value_heads": 3,
         "max_position_embeddings": 2048,
         "max_len": 2048,
-        "steps": 1500,   # planned; the time cap below usually ends training first
+        "steps": 1500,  # planned; the time cap below usually ends training first
         "bf16": "auto",
         "lr": 3e-3,
         # 2, not 4: under the time cap, twice the updates of half the size learnt more (measured

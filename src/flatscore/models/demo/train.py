@@ -41,8 +41,9 @@ def encode_all(tokenizer, conversations: list[dict[str, Any]], max_len: int) -> 
     return encode_rendered(tokenizer, rendered, max_len)
 
 
-def encode_rendered(tokenizer, rendered: list[tuple[str, list[tuple[int, int]]]],
-                    max_len: int) -> list[tuple[list[int], list[int]]]:
+def encode_rendered(
+    tokenizer, rendered: list[tuple[str, list[tuple[int, int]]]], max_len: int
+) -> list[tuple[list[int], list[int]]]:
     """(input_ids, labels) pieces of already rendered (text, labelled spans) pairs."""
     encs = tokenizer([text for text, _ in rendered], add_special_tokens=False, return_offsets_mapping=True)
     pieces: list[tuple[list[int], list[int]]] = []
@@ -93,8 +94,9 @@ def system_prefix_len(tokenizer, ids: list[int]) -> int:
     return n
 
 
-def bucketed_batches(lengths: list[int], batch_size: int, rng: random.Random, window: int = 16,
-                     max_tokens: int | None = None) -> list[list[int]]:
+def bucketed_batches(
+    lengths: list[int], batch_size: int, rng: random.Random, window: int = 16, max_tokens: int | None = None
+) -> list[list[int]]:
     """One epoch of batches: shuffled, then sorted by length within windows of `window` batches.
 
     Conversations differ in length by 2x or more; batches of neighbours in length waste far
@@ -212,14 +214,42 @@ def train_demo_model(
     prev_threads = torch.get_num_threads()
     torch.set_num_threads(num_threads)
     try:
-        return _train(conversations, Path(out_dir), size, spec, seed, steps, lr, batch_size,
-                      max_seconds, max_len, log_every, bf16, num_threads, t0)
+        return _train(
+            conversations,
+            Path(out_dir),
+            size,
+            spec,
+            seed,
+            steps,
+            lr,
+            batch_size,
+            max_seconds,
+            max_len,
+            log_every,
+            bf16,
+            num_threads,
+            t0,
+        )
     finally:
         torch.set_num_threads(prev_threads)
 
 
-def _train(conversations, out_dir, size, spec, seed, steps, lr, batch_size, max_seconds, max_len,
-           log_every, bf16, num_threads, t0) -> Manifest:
+def _train(
+    conversations,
+    out_dir,
+    size,
+    spec,
+    seed,
+    steps,
+    lr,
+    batch_size,
+    max_seconds,
+    max_len,
+    log_every,
+    bf16,
+    num_threads,
+    t0,
+) -> Manifest:
     random.seed(seed)
     torch.manual_seed(seed)
 
@@ -245,7 +275,9 @@ def _train(conversations, out_dir, size, spec, seed, steps, lr, batch_size, max_
     no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
     opt = torch.optim.AdamW(
         [{"params": decay, "weight_decay": 0.01}, {"params": no_decay, "weight_decay": 0.0}],
-        lr=lr, betas=(0.9, 0.95), eps=1e-8,
+        lr=lr,
+        betas=(0.9, 0.95),
+        eps=1e-8,
     )
     # Warm-up: a short fixed ramp. (It was steps // 20 of the *planned* steps, 75 of 1,500, while
     # a time cap on a CPU without bf16 matmuls ended training after ~115.)
@@ -361,8 +393,16 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--max-len", type=int)
     a = ap.parse_args(argv)
     m = train_demo_model(
-        load_conversations(a.data), a.out_dir, size=a.size, seed=a.seed, steps=a.steps, lr=a.lr,
-        batch_size=a.batch_size, max_seconds=a.max_seconds, max_len=a.max_len, log_every=25,
+        load_conversations(a.data),
+        a.out_dir,
+        size=a.size,
+        seed=a.seed,
+        steps=a.steps,
+        lr=a.lr,
+        batch_size=a.batch_size,
+        max_seconds=a.max_seconds,
+        max_len=a.max_len,
+        log_every=25,
     )
     print(json.dumps({k: v for k, v in m.to_dict().items() if k != "config"}, indent=1))
 
