@@ -1,0 +1,105 @@
+"""The cell folder's format, owned here: its file names, how to find cells, how to read episodes.
+
+A cell folder holds ``cell.json`` (identity), ``episodes.jsonl`` (one JSON object per line,
+appended atomically), ``metrics.json`` (sealed summary), and what later stages add beside them
+(the loader's ``episodes.summary.npz``, MLflow's ``tracking.json`` marker). Engine, tracking and
+analysis all read these files; they take the names and the one reading policy from here, so the
+format can change in one place.
+
+One policy for a bad line, everywhere a cell is *read*: a line is complete only once its newline
+is written, so a last line without one is a torn write (:class:`TornEpisodeLine`), and a complete
+line that is not a JSON object is corruption (:class:`CorruptEpisodeLine`); both name the file and
+the line, and readers refuse the file rather than guess. Only the writer cuts a torn tail, when it
+resumes a killed run (:class:`flatscore.engine.store.EpisodeStore`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+try:  # orjson parses episode lines several times faster; the standard library is the fallback
+    import orjson
+
+    loads_line = orjson.loads
+    DECODE_ERRORS: tuple[type[BaseException], ...] = (orjson.JSONDecodeError, ValueError, TypeError)
+except ImportError:  # pragma: no cover - orjson is a dependency
+    loads_line = json.loads
+    DECODE_ERRORS = (ValueError, TypeError)
+
+CELL_FILE = "cell.json"
+EPISODES_FILE = "episodes.jsonl"
+METRICS_FILE = "metrics.json"
+SUMMARY_FILE = "episodes.summary.npz"
+MARKER_FILE = "tracking.json"
+CHANNEL_TABLE_FILE = "channels_by_task.csv"
+#: Where a rerun with changed settings moves the stale files: ``.superseded/<old cell hash>/``.
+SUPERSEDED_DIR = ".superseded"
+#: The folder under a results folder that holds every cell (nested or flat below it).
+CELLS_DIR = "cells"
+
+
+class CorruptEpisodeLine(ValueError):
+    """A complete line of an ``episodes.jsonl`` is not a JSON object."""
+
+    def __init__(self, path: Path, lineno: int, reason: str) -> None:
+        self.path, self.lineno = Path(path), lineno
+        super().__init__(f"{self.path}:{lineno}: {reason}")
+
+
+class TornEpisodeLine(CorruptEpisodeLine):
+    """The last line of an ``episodes.jsonl`` lacks its newline: a write was cut off."""
+
+
+def iter_cell_dirs(root: str | os.PathLike[str]) -> Iterator[Path]:
+    """Every cell folder (one holding ``cell.json``) under ``root``, at any depth, sorted.
+
+    ``root`` is a results folder (its ``cells/`` is searched) or a folder of cells itself. The
+    workflow nests cells (``cells/<model>/<precision>/<domain>/K<b>/repair-<x>/shard<i>``), so
+    the search is recursive; stale results moved under ``.superseded/`` are not cells.
+    """
+    root = Path(root)
+    base = root / CELLS_DIR if (root / CELLS_DIR).is_dir() else root
+    if not base.is_dir():
+        return
+    for path in sorted(base.rglob(CELL_FILE)):
+        if path.is_file() and SUPERSEDED_DIR not in path.relative_to(base).parts:
+            yield path.parent
+
+
+def iter_episode_lines(path: str | os.PathLike[str]) -> Iterator[tuple[int, bytes]]:
+    """``(line number, line)`` for each non-blank line; raises :class:`TornEpisodeLine` on a torn tail."""
+    path = Path(path)
+    raw = path.read_bytes()
+    lines = raw.split(b"\n")
+    if lines[-1].strip():
+        raise TornEpisodeLine(path, len(lines), "last line has no newline (a write was cut off)")
+    for lineno, line in enumerate(lines[:-1], start=1):
+        if line.strip():
+            yield lineno, line
+
+
+def parse_episode_line(path: Path, lineno: int, line: bytes) -> dict[str, Any]:
+    """One line as a dict, or :class:`CorruptEpisodeLine` naming the file, line and reason."""
+    try:
+        record = loads_line(line)
+    except DECODE_ERRORS as exc:
+        raise CorruptEpisodeLine(path, lineno, f"not valid JSON ({exc})") from None
+    if not isinstance(record, dict):
+        raise CorruptEpisodeLine(path, lineno, f"expected a JSON object, got {type(record).__name__}")
+    return record
+
+
+def read_episode_records(path: str | os.PathLike[str]) -> Iterator[dict[str, Any]]:
+    """Every episode record of ``path`` in file order, under the one policy above."""
+    path = Path(path)
+    for lineno, line in iter_episode_lines(path):
+        yield parse_episode_line(path, lineno, line)
+
+
+def read_json(path: str | os.PathLike[str]) -> Any:
+    """A cell's JSON file (cell.json, metrics.json, the marker)."""
+    return json.loads(Path(path).read_text(encoding="utf-8"))
