@@ -15,14 +15,12 @@ PLANTED = "sk-test-PLANTED"
 
 
 def test_mlflow_ui_binds_localhost_by_default(tmp_path):
-    from flatscore.cli import _EXTRA_COMMANDS, build_parser
-    from flatscore.cli_extra import register_all
+    from flatscore.cli import build_parser
     from flatscore.tracking import resolve_tracking_uri, ui_command
 
     argv = ui_command(resolve_tracking_uri(None, tmp_path))
     assert argv[argv.index("--host") + 1] == "127.0.0.1"
     assert "0.0.0.0" not in argv
-    register_all(_EXTRA_COMMANDS)
     args = build_parser().parse_args(["ui"])
     assert args.host == "127.0.0.1"
 

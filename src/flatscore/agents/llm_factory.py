@@ -1,32 +1,55 @@
-"""Building the LLM agent and its backend from the ``episodes`` command line."""
+"""Building the LLM agent and the backend it talks to, from typed settings."""
 
 from __future__ import annotations
 
-import argparse
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Literal
+
+from flatscore.agents.llm import LLMAgent
+from flatscore.backends.base import Backend
+from flatscore.models.manifest import MANIFEST_NAME
 
 
-def make_llm_agent(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
-    """The LLM agent and {role: backend}; the demo model's folder selects the compact prompt."""
-    from .llm import LLMAgent
+@dataclass(frozen=True)
+class LLMAgentSettings:
+    """Which model answers, through which backend, and how the agent prompts it."""
 
-    if not args.model:
+    model: str
+    backend: Literal["transformers", "openai"] = "transformers"
+    prompt: Literal["compact", "full"] | None = None
+    base_url: str | None = None
+    served_model: str | None = None
+    max_in_flight: int = 1
+    max_new_tokens: int = 256
+
+
+def make_llm_agent(settings: LLMAgentSettings) -> tuple[LLMAgent, dict[str, Backend]]:
+    """The LLM agent and {role: backend}; without a prompt choice, a demo model's folder selects compact."""
+    if not settings.model:
         raise ValueError("--model: required with --agent llm (a model folder or a Hugging Face id)")
-    compact = args.prompt == "compact" if args.prompt else (Path(args.model) / "flatscore_manifest.json").exists()
-    agent = LLMAgent(compact=compact, max_new_tokens=args.max_new_tokens)
-    if args.backend == "transformers":
-        from ..backends.transformers_backend import TransformersBackend
-
-        if not Path(args.model).exists():
-            raise ValueError(f"--model: folder not found: {args.model} (the transformers backend loads a local folder)")
-        backend = TransformersBackend(args.model, max_batch=args.max_in_flight)
+    if settings.prompt:
+        compact = settings.prompt == "compact"
     else:
-        from ..backends.openai_backend import OpenAIBackend
+        compact = (Path(settings.model) / MANIFEST_NAME).exists()
+    agent = LLMAgent(compact=compact, max_new_tokens=settings.max_new_tokens)
+    backend: Backend
+    if settings.backend == "transformers":
+        from flatscore.backends.transformers_backend import TransformersBackend
 
-        if not args.base_url:
+        if not Path(settings.model).exists():
+            raise ValueError(
+                f"--model: folder not found: {settings.model} (the transformers backend loads a local folder)"
+            )
+        backend = TransformersBackend(settings.model, max_batch=settings.max_in_flight)
+    else:
+        from flatscore.backends.openai_backend import OpenAIBackend
+
+        if not settings.base_url:
             raise ValueError(
                 "--base-url: required with --backend openai (the server's URL, e.g. http://127.0.0.1:8000)"
             )
-        backend = OpenAIBackend(args.base_url, args.served_model or args.model, max_in_flight=args.max_in_flight)
+        backend = OpenAIBackend(
+            settings.base_url, settings.served_model or settings.model, max_in_flight=settings.max_in_flight
+        )
     return agent, {"agent": backend}

@@ -9,20 +9,29 @@ Public API:
     prepare_precision(model_dir_or_hf_id, precision, out_dir, calibration=(), **kw) -> Path
     load_model(model_dir, device="cpu", dtype=None) -> (model, tokenizer)
     Manifest (.load/.save/.find/.sha)
+
+The names below are imported on first use (PEP 562): reading a manifest must not load torch.
 """
 
-from .demo import build_untrained_demo
-from .demo.train import train_demo_model
-from .loading import load_model
-from .manifest import MANIFEST_NAME, Manifest
-from .quantize import prepare_precision, quantize_model
+from __future__ import annotations
 
-__all__ = [
-    "MANIFEST_NAME",
-    "Manifest",
-    "build_untrained_demo",
-    "load_model",
-    "prepare_precision",
-    "quantize_model",
-    "train_demo_model",
-]
+from importlib import import_module
+from typing import Any
+
+_EXPORTS = {
+    "MANIFEST_NAME": "flatscore.models.manifest",
+    "Manifest": "flatscore.models.manifest",
+    "build_untrained_demo": "flatscore.models.demo",
+    "load_model": "flatscore.models.loading",
+    "prepare_precision": "flatscore.models.quantize",
+    "quantize_model": "flatscore.models.quantize",
+    "train_demo_model": "flatscore.models.demo.train",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        return getattr(import_module(_EXPORTS[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,54 @@
+"""The study's report page and the fixed set of plots the workflow promises.
+
+The workflow's outputs must be the same for every study design, but some designs cannot give
+some plots (one budget: no budget curve; one repair setting: no repair ablation). Every plot
+file therefore exists: the real one, or a labelled placeholder that says why it is empty.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+#: The plots of every aggregate folder (file stem -> title of the placeholder).
+PLOTS = {"budget_curves": "budget curves", "amplification": "channel amplification", "repair": "repair ablation"}
+
+
+def collect_plots(out: Path, written: Mapping[str, Any]) -> None:
+    """Put every plot of :data:`PLOTS` in ``out/plots/``; a missing one becomes a placeholder."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    folder = out / "plots"
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, title in PLOTS.items():
+        source = written.get(f"plot_{name}")
+        target = folder / f"{name}.png"
+        if source and Path(source).exists():
+            shutil.copyfile(source, target)
+            continue
+        fig, ax = plt.subplots(figsize=(5, 2))
+        ax.axis("off")
+        ax.text(0.5, 0.5, f"{title}: not computable for this design\n(see summary.md)", ha="center", va="center")
+        fig.savefig(target, dpi=100)
+        plt.close(fig)
+
+
+def write_report_page(aggregate_dir: Path, out: Path) -> Path:
+    """``index.md``: the aggregate's summary, its plots and tables, and where to browse the runs."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    summary = (aggregate_dir / "summary.md").read_text()
+    plots = sorted((aggregate_dir / "plots").glob("*.png"))
+    lines = [summary.rstrip(), "", "## Plots", ""]
+    for plot in plots:
+        lines.append(f"![{plot.stem}]({os.path.relpath(plot, out.parent)})")
+    tables = sorted(aggregate_dir.glob("*.csv"))
+    lines += ["", "## Tables", ""] + [f"- [{t.name}]({os.path.relpath(t, out.parent)})" for t in tables]
+    lines += ["", "Browse every cell's run, metrics and trajectories with `flatscore ui` (MLflow UI on 127.0.0.1).", ""]
+    out.write_text("\n".join(lines))
+    return out

@@ -1,0 +1,265 @@
+"""``generate-domain`` and ``episodes``: make a domain's data, run one cell's episodes."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+from pathlib import Path
+from typing import Any
+
+from flatscore.commands.arguments import CLIError, noise_rates, non_negative_int, positive_int
+from flatscore.commands.serving import add_server_arguments, server_options
+from flatscore.config_defaults import ANY_KEY, schema_default
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    gen = sub.add_parser("generate-domain", help="write a seeded synthetic domain in tau2-bench's layout")
+    gen.add_argument("--domain", required=True, choices=["retail", "telecom"])
+    gen.add_argument("--out", required=True)
+    gen.add_argument("--seed", type=int, default=schema_default("domains", ANY_KEY, "seed"))
+    gen.add_argument("--n-tasks", type=positive_int("--n-tasks"), default=schema_default("domains", ANY_KEY, "n_tasks"))
+    gen.add_argument("--eval-fraction", type=float, default=0.3)
+    gen.set_defaults(func=cmd_generate_domain)
+
+    ep = sub.add_parser("episodes", help="run one cell's episodes (resumable) and summarise them")
+    ep.add_argument("--domain", required=True, choices=["retail", "telecom"])
+    ep.add_argument("--data", help="domain data folder in tau2-bench's layout (default: generate synthetic data)")
+    ep.add_argument(
+        "--data-seed",
+        type=int,
+        default=schema_default("domains", ANY_KEY, "seed"),
+        help="seed of the synthetic data when --data is not given",
+    )
+    ep.add_argument("--split", default=None, help="task split from split_tasks.json (train/test); default all tasks")
+    ep.add_argument("--tasks", default=None, help="'first:N' or comma-separated task ids")
+    ep.add_argument("--agent", choices=["expert", "noisy", "llm"], default="expert")
+    ep.add_argument(
+        "--noise", type=noise_rates, default=None, help="noisy agent rates, e.g. invented_tool=0.2,tool_error=0.1"
+    )
+    ep.add_argument("--model", default=None, help="model folder (HF layout) or Hugging Face id for --agent llm")
+    ep.add_argument("--model-name", default=None, help="name of the model in results (default: --model)")
+    ep.add_argument("--precision", default="full", help="precision label of the model: full, int8, int4")
+    ep.add_argument("--backend", choices=["transformers", "openai"], default="transformers")
+    ep.add_argument("--base-url", default=None, help="OpenAI-compatible server URL for --backend openai")
+    ep.add_argument("--served-model", default=None, help="model name at the server (default: --model)")
+    add_server_arguments(ep)
+    ep.add_argument(
+        "--base-url-file", default=None, help="JSON announcement of a running server (from 'flatscore serve')"
+    )
+    ep.add_argument("--prompt", choices=["compact", "full"], default=None, help="agent prompt style (default by model)")
+    ep.add_argument("--budget", type=positive_int("--budget"), default=10, help="error budget K (max_errors)")
+    ep.add_argument("--max-steps", type=positive_int("--max-steps"), default=schema_default("max_steps"))
+    ep.add_argument("--repair", action="store_true", help="reflexive repair of hallucinated tool calls")
+    ep.add_argument("--tau2-compat", action="store_true", help="reproduce tau2's handling of malformed calls")
+    ep.add_argument("--no-count-malformed", action="store_true", help="malformed calls do not count toward K")
+    ep.add_argument("--trials", type=positive_int("--trials"), default=1)
+    ep.add_argument(
+        "--first-trial",
+        type=non_negative_int("--first-trial"),
+        default=0,
+        help="index of the first trial (trial shards of one cell run disjoint trial ranges)",
+    )
+    ep.add_argument("--seed", type=int, default=0)
+    ep.add_argument(
+        "--max-in-flight",
+        type=positive_int("--max-in-flight"),
+        default=schema_default("backend", "max_in_flight"),
+        help="episodes whose model calls are batched / kept in flight together",
+    )
+    ep.add_argument(
+        "--max-new-tokens", type=positive_int("--max-new-tokens"), default=schema_default("backend", "max_new_tokens")
+    )
+    ep.add_argument("--out", required=True, help="cell folder: cell.json, episodes.jsonl, metrics.json")
+    ep.add_argument(
+        "--supersede",
+        action="store_true",
+        help="if --out holds another cell's results (its config changed), move them aside and rerun",
+    )
+    ep.add_argument("--study", default="flatscore")
+    ep.add_argument("--tracking-uri", default=None, help="MLflow tracking URI (log the cell when done)")
+    ep.add_argument("--log-mlflow", action="store_true", help="log to MLflow (default store if no --tracking-uri)")
+    ep.add_argument("--experiment", default="flatscore")
+    ep.add_argument("--no-progress", action="store_true")
+    ep.set_defaults(func=cmd_episodes)
+
+
+def cmd_generate_domain(args: argparse.Namespace) -> int:
+    from flatscore.domains import domain_class
+
+    cls = domain_class(args.domain)
+    path = cls.generate(Path(args.out), seed=args.seed, n_tasks=args.n_tasks, eval_fraction=args.eval_fraction)
+    print(f"wrote {args.domain} data ({args.n_tasks} tasks, seed {args.seed}) to {path}")
+    return 0
+
+
+def select_tasks(domain: Any, split: str | None, spec: str | None) -> list[Any]:
+    """The tasks of ``split`` chosen by ``--tasks`` (``first:N`` or a comma list of ids)."""
+    tasks = domain.tasks(split)
+    if spec:
+        if spec.startswith("first:"):
+            try:
+                count = int(spec.split(":", 1)[1])
+            except ValueError:
+                raise CLIError(f"--tasks: expected 'first:N' or a comma list of task ids, got '{spec}'") from None
+            tasks = tasks[:count]
+        else:
+            wanted = [t.strip() for t in spec.split(",") if t.strip()]
+            known = {t.id: t for t in tasks}
+            missing = [t for t in wanted if t not in known]
+            if missing:
+                raise CLIError(f"--tasks: unknown task id(s) {', '.join(missing[:5])} in {domain.name} split '{split}'")
+            tasks = [known[t] for t in wanted]
+    if not tasks:
+        raise CLIError(f"--tasks/--split: no tasks selected in {domain.name} (split '{split}')")
+    return tasks
+
+
+def _make_agent(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
+    """The agent the arguments name and the backends it needs (role -> backend)."""
+    from flatscore.agents.expert import ExpertAgent, NoiseRates, NoisyExpertAgent
+
+    if args.agent == "expert":
+        return ExpertAgent(), {}
+    if args.agent == "noisy":
+        try:
+            return NoisyExpertAgent(NoiseRates(**(args.noise or {}))), {}
+        except TypeError as exc:
+            raise CLIError(f"--noise: {exc}") from None
+        except ValueError as exc:
+            raise CLIError(str(exc)) from None
+    from flatscore.agents.llm_factory import LLMAgentSettings, make_llm_agent
+
+    return make_llm_agent(
+        LLMAgentSettings(
+            model=args.model,
+            backend=args.backend,
+            prompt=args.prompt,
+            base_url=args.base_url,
+            served_model=args.served_model,
+            max_in_flight=args.max_in_flight,
+            max_new_tokens=args.max_new_tokens,
+        )
+    )
+
+
+def _served_model(args: argparse.Namespace, out: Path) -> Any:
+    """With --serve, start the model's server for this job (always stopped after); with
+    --base-url-file, use the server a shared ``flatscore serve`` job announced there."""
+    from flatscore.backends.server_launch import ServerNotReadyError, await_announced_server, build_server
+
+    if args.base_url_file:
+        try:
+            args.base_url = await_announced_server(Path(args.base_url_file), args.serve_timeout)
+        except ServerNotReadyError as exc:
+            raise CLIError(f"--base-url-file: {exc}") from None
+    if not args.serve:
+        return contextlib.nullcontext()
+    if args.agent != "llm" or args.backend != "openai":
+        raise CLIError("--serve: needs --agent llm --backend openai")
+    server = build_server(args.model, server_options(args), out)
+    args.base_url = server.base_url
+    return server
+
+
+def _manifest_sha(model_dir: str | None) -> str:
+    """The model's manifest hash (part of the cell's identity), or "" for a model without one."""
+    if not model_dir:
+        return ""
+    from flatscore.models.manifest import MANIFEST_NAME, Manifest
+
+    path = Path(model_dir) / MANIFEST_NAME
+    return Manifest.load(path).sha if path.exists() else ""
+
+
+def cmd_episodes(args: argparse.Namespace) -> int:
+    from flatscore.domains import domain_class, load_domain
+    from flatscore.engine.cell_run import CellSpec, run_cell_folder
+    from flatscore.engine.episode import EpisodeSettings
+
+    out = Path(args.out)
+    data_dir = Path(args.data) if args.data else out / "data"
+    if not args.data and not data_dir.exists():
+        domain_class(args.domain).generate(data_dir, seed=args.data_seed)
+    domain = load_domain(args.domain, data_dir)
+    tasks = select_tasks(domain, args.split, args.tasks)
+    settings = EpisodeSettings(
+        max_errors=args.budget,
+        max_steps=args.max_steps,
+        repair=args.repair,
+        count_malformed=not args.no_count_malformed,
+        tau2_compat=args.tau2_compat,
+    )
+    out.mkdir(parents=True, exist_ok=True)
+    with _served_model(args, out):
+        agent, backends = _make_agent(args)
+        spec = CellSpec(
+            out=out,
+            domain=domain,
+            data_dir=data_dir,
+            tasks=tasks,
+            settings=settings,
+            split=args.split,
+            trials=args.trials,
+            first_trial=args.first_trial,
+            seed=args.seed,
+            model_label=args.model_name or args.model or args.agent,
+            precision=args.precision,
+            model_manifest_sha=_manifest_sha(args.model),
+            agent_kind=args.agent,
+            backend_kind=args.backend if args.agent == "llm" else "none",
+            study=args.study,
+            max_in_flight=args.max_in_flight,
+            progress=not args.no_progress,
+            supersede=args.supersede,
+        )
+        result = run_cell_folder(spec, agent, backends, before_seal=_write_summary, on_superseded=_say_superseded)
+    _print_summary(result.cell, result.metrics)
+    if args.tracking_uri or args.log_mlflow:
+        _log(out, args)
+    return 0
+
+
+def _write_summary(out: Path) -> None:
+    """The loader's summary of the finished episodes (the aggregate reads it instead of the JSONL)."""
+    from flatscore.analysis.summary import write_summary
+
+    write_summary(out)
+
+
+def _say_superseded(old_hash: str, folder: Path) -> None:
+    print(f"moved the results of superseded cell {old_hash} to {folder}")
+
+
+def _log(out: Path, args: argparse.Namespace) -> None:
+    from flatscore.tracking import try_log_cell
+
+    run_id = try_log_cell(out, args.tracking_uri, args.experiment)
+    print(
+        f"MLflow: {'logged run ' + run_id if run_id else 'store unreachable; results kept on disk (run flatscore sync)'}"
+    )
+
+
+def _print_summary(cell: dict[str, Any], metrics: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(
+        title=f"{cell['domain']} | {cell['model']} {cell['precision']} | K={cell['budget']}"
+        f"{' | repair' if cell['repair'] else ''} | cell {cell['cell_hash']}"
+    )
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    rows = [
+        ("episodes (scored / all)", f"{metrics['n_scored']} / {metrics['n_episodes']}"),
+        ("success rate", f"{metrics['success_rate']:.3f}"),
+    ]
+    rows += [(k.replace("pass_hat_", "pass^"), f"{v:.3f}") for k, v in metrics.items() if k.startswith("pass_hat_")]
+    rows += [(k.removeprefix("channel_"), str(int(v))) for k, v in metrics.items() if k.startswith("channel_") and v]
+    rows += [
+        (k.removeprefix("termination_"), str(int(v))) for k, v in metrics.items() if k.startswith("termination_") and v
+    ]
+    if metrics["n_unscored"]:
+        rows.append(("unscored (infrastructure / dropped)", str(int(metrics["n_unscored"]))))
+    for key, value in rows:
+        table.add_row(key, value)
+    Console(stderr=False).print(table)

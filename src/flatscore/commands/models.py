@@ -1,0 +1,110 @@
+"""``demos``, ``train-demo``, ``quantize``: the demo model's data and training, AWQ quantization."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from flatscore.config_defaults import ANY_KEY, schema_default
+
+#: Where the seeds of ``--augment-dbs`` databases start (kept in models.demo.demonstrations, whose
+#: imports are too heavy for ``flatscore --help``; tests/models/test_demos_cli.py checks they agree).
+AUGMENT_SEED0 = 10_001
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("demos", help="expert demonstrations (agent-side conversations) for training the demo model")
+    p.add_argument("--domain", action="append", required=True, help="domain=DATA_DIR, repeatable")
+    p.add_argument("--split", default="train")
+    p.add_argument("--prompt", choices=["compact", "full"], default="compact")
+    p.add_argument(
+        "--expert",
+        choices=["diagnosing", "oracle"],
+        default="diagnosing",
+        help="diagnosing: telecom fixes follow the checks that show the fault (learnable); "
+        "oracle: the ground-truth fixes straight away",
+    )
+    p.add_argument(
+        "--augment-dbs",
+        type=int,
+        default=schema_default("models", ANY_KEY, "augment_dbs"),
+        help=f"also the --split conversations of N extra synthetic databases per domain (seeds "
+        f"{AUGMENT_SEED0}...), as many tasks as the given data has: with fresh ids in every "
+        "conversation, the demo model must copy them from the context instead of memorising them",
+    )
+    p.add_argument("--out", required=True, help="conversations .jsonl")
+    p.set_defaults(func=cmd_demos)
+
+    p = sub.add_parser("train-demo", help="train the demo tool-calling model from expert demonstrations")
+    p.add_argument("--demos", required=True, help="conversations .jsonl from 'flatscore demos'")
+    p.add_argument("--out", required=True, help="model folder (Hugging Face layout)")
+    p.add_argument("--size", choices=["tiny", "default"], default=schema_default("models", ANY_KEY, "size"))
+    p.add_argument("--seed", type=int, default=schema_default("models", ANY_KEY, "seed"))
+    p.add_argument("--steps", type=int, default=None)
+    p.add_argument("--max-seconds", type=float, default=schema_default("models", ANY_KEY, "max_seconds"))
+    p.set_defaults(func=cmd_train_demo)
+
+    p = sub.add_parser("quantize", help="AWQ-quantize a model with llmcompressor (compressed-tensors output)")
+    p.add_argument("--model", required=True, help="model folder or Hugging Face id")
+    p.add_argument("--out", required=True)
+    p.add_argument("--scheme", choices=["w4a16", "w8a16"], default="w4a16")
+    p.add_argument("--group-size", type=int, default=schema_default("quantization", "int4", "group_size"))
+    p.add_argument("--calibration", default=None, help="conversations .jsonl for calibration (default: none)")
+    p.add_argument("--n-calibration", type=int, default=schema_default("quantization", "n_calibration"))
+    p.set_defaults(func=cmd_quantize)
+
+
+def cmd_demos(args: argparse.Namespace) -> int:
+    from flatscore.models.demo.demonstrations import build_demonstrations
+
+    data_dirs: dict[str, str] = {}
+    for spec in args.domain:
+        name, _, data = spec.partition("=")
+        if not data:
+            raise ValueError(f"--domain: expected DOMAIN=DATA_DIR, got '{spec}'")
+        data_dirs[name] = data
+    rows = build_demonstrations(data_dirs, args.split, args.prompt, args.expert, args.augment_dbs)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+    print(f"wrote {len(rows)} expert conversations to {out}")
+    return 0
+
+
+def cmd_train_demo(args: argparse.Namespace) -> int:
+    from flatscore.models.demo.train import load_conversations, train_demo_model
+
+    conversations = load_conversations(args.demos)
+    if not conversations:
+        raise ValueError(f"--demos: {args.demos} holds no conversations")
+    manifest = train_demo_model(
+        conversations, args.out, size=args.size, seed=args.seed, steps=args.steps, max_seconds=args.max_seconds
+    )
+    info = manifest.to_dict()
+    print(
+        f"trained demo model ({args.size}) -> {args.out}: steps {info.get('steps')}, "
+        f"final loss {info.get('final_loss')}, {info.get('seconds')} s"
+    )
+    return 0
+
+
+def cmd_quantize(args: argparse.Namespace) -> int:
+    from flatscore.models.demo.train import load_conversations
+    from flatscore.models.quantize import quantize_model
+
+    calibration = load_conversations(args.calibration) if args.calibration else []
+    manifest = quantize_model(
+        args.model,
+        args.out,
+        scheme=args.scheme,
+        group_size=args.group_size,
+        calibration=calibration,
+        n_samples=args.n_calibration,
+    )
+    info = manifest.to_dict()
+    print(
+        f"quantized {args.model} ({args.scheme}, group {args.group_size}) -> {args.out}: "
+        f"{info.get('size_bytes_before')} -> {info.get('size_bytes_after')} bytes in {info.get('seconds')} s"
+    )
+    return 0

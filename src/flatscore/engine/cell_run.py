@@ -1,0 +1,186 @@
+"""Run one cell folder: identity, supersede, episodes, summary hook, sealed metrics.
+
+A cell is (model, precision, domain, budget, repair, trials); its folder holds ``cell.json``
+(the identity and its hash), ``episodes.jsonl`` and, once every episode is on disk,
+``metrics.json`` sealed with the episodes' checksum (the file Snakemake waits for). Rerunning a
+folder resumes after its last durable episode; a folder holding another cell's results is refused,
+or with ``supersede`` moved aside under ``.superseded/<old hash>/`` (results are never deleted).
+
+The command line and any Python caller use :func:`run_cell_folder` with an already built agent
+and backends; what happens after (printing, MLflow) is the caller's business, so the engine does
+not depend on tracking or analysis.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from flatscore.agents.base import Agent
+from flatscore.agents.users import ScriptedUser
+from flatscore.backends.base import Backend
+from flatscore.domains.base import Domain
+from flatscore.domains.tasks import Task
+from flatscore.engine.cell import cell_hash, code_version, data_digest, write_json_atomic
+from flatscore.engine.cell_folder import (
+    CELL_FILE,
+    EPISODES_FILE,
+    MARKER_FILE,
+    METRICS_FILE,
+    SUMMARY_FILE,
+    SUPERSEDED_DIR,
+    read_json,
+)
+from flatscore.engine.episode import EpisodeSettings
+from flatscore.engine.integrity import seal_metrics
+from flatscore.engine.metrics import summarize
+from flatscore.engine.runner import run_cell
+from flatscore.engine.store import EpisodeStore
+
+#: The files of a cell's results, moved aside together when the cell is superseded.
+RESULT_FILES = (CELL_FILE, EPISODES_FILE, SUMMARY_FILE, METRICS_FILE, MARKER_FILE)
+
+
+class CellConflictError(ValueError):
+    """The folder holds results of another cell (its settings changed) and superseding was not asked."""
+
+
+@dataclass(frozen=True)
+class CellSpec:
+    """What one cell runs: everything that enters its identity, and where/how it runs."""
+
+    out: Path
+    domain: Domain
+    data_dir: Path
+    tasks: Sequence[Task]
+    settings: EpisodeSettings
+    split: str | None
+    trials: int
+    first_trial: int
+    seed: int
+    model_label: str
+    precision: str
+    model_manifest_sha: str
+    agent_kind: str
+    backend_kind: str
+    study: str
+    max_in_flight: int = 1
+    progress: bool = True
+    supersede: bool = False
+
+
+@dataclass(frozen=True)
+class CellResult:
+    cell: dict[str, Any]
+    metrics: dict[str, Any]
+
+
+def cell_identity(spec: CellSpec, agent: Agent, backends: dict[str, Backend]) -> dict[str, Any]:
+    """Everything that can change the cell's results (its hash covers exactly this)."""
+    return {
+        "domain": spec.domain.name,
+        "data_digest": data_digest(spec.data_dir),
+        "split": spec.split or "all",
+        "tasks": [t.id for t in spec.tasks],
+        "budget": spec.settings.max_errors,
+        "max_steps": spec.settings.max_steps,
+        "repair": spec.settings.repair,
+        "count_malformed": spec.settings.count_malformed,
+        "tau2_compat": spec.settings.tau2_compat,
+        "trials": spec.trials,
+        "first_trial": spec.first_trial,
+        "seed": spec.seed,
+        "code_version": code_version(),
+        **agent.describe(),
+        **{k: v for b in backends.values() for k, v in b.describe().items()},
+        "model": spec.model_label,
+        "precision": spec.precision,
+        "model_manifest_sha": spec.model_manifest_sha,
+    }
+
+
+def move_aside(out: Path, old_hash: str) -> Path:
+    """Keep a stale cell's files (never delete results) under ``.superseded/<old hash>/``."""
+    target = out / SUPERSEDED_DIR / old_hash
+    target.mkdir(parents=True, exist_ok=True)
+    for name in RESULT_FILES:
+        if (out / name).exists():
+            (out / name).replace(target / name)
+    return target
+
+
+def _claim_folder(spec: CellSpec, chash: str) -> tuple[str, Path] | None:
+    """Refuse (or with ``supersede`` move aside) another cell's results: (its hash, where they went)."""
+    cell_file = spec.out / CELL_FILE
+    if not cell_file.exists():
+        return None
+    previous = str(read_json(cell_file).get("cell_hash"))
+    if previous == chash:
+        return None
+    if not spec.supersede:
+        raise CellConflictError(
+            f"{spec.out}: holds results of another cell (cell_hash {previous}, this one {chash}); "
+            "use a new --out folder, or --supersede to move them aside"
+        )
+    return previous, move_aside(spec.out, previous)
+
+
+def run_cell_folder(
+    spec: CellSpec,
+    agent: Agent,
+    backends: dict[str, Backend],
+    *,
+    before_seal: Callable[[Path], object] | None = None,
+    on_superseded: Callable[[str, Path], None] | None = None,
+) -> CellResult:
+    """Run (or resume) the cell in ``spec.out`` and seal its metrics; the backends are closed after.
+
+    ``before_seal(out)`` runs once every episode is on disk and before ``metrics.json`` appears
+    (the workflow's signal that the cell is done): the CLI writes the loader's summary there.
+    ``on_superseded(old_hash, folder)`` is told where a superseded cell's results went.
+    """
+    identity = cell_identity(spec, agent, backends)
+    chash = cell_hash(identity)
+    spec.out.mkdir(parents=True, exist_ok=True)
+    superseded = _claim_folder(spec, chash)
+    if superseded is not None and on_superseded is not None:
+        on_superseded(*superseded)
+    cell = {
+        **identity,
+        "cell_hash": chash,
+        "study": spec.study,
+        "n_tasks": len(spec.tasks),
+        "agent": spec.agent_kind,
+        "backend": spec.backend_kind,
+    }
+    cell.pop("tasks")
+    cell["task_ids"] = [t.id for t in spec.tasks]
+    cell["identity"] = identity  # what cell_hash was computed from: integrity checks recompute it
+    write_json_atomic(spec.out / CELL_FILE, cell)
+    store = EpisodeStore(spec.out / EPISODES_FILE)
+    try:
+        run_cell(
+            spec.domain,
+            list(spec.tasks),
+            agent,
+            ScriptedUser(),
+            spec.settings,
+            spec.trials,
+            spec.seed,
+            store,
+            first_trial=spec.first_trial,
+            backends=backends,
+            max_in_flight=spec.max_in_flight,
+            cell_hash=chash,
+            progress=spec.progress,
+        )
+    finally:
+        for backend in backends.values():
+            backend.close()
+    if before_seal is not None:
+        before_seal(spec.out)
+    metrics = seal_metrics(summarize(list(store.records()), spec.trials), chash, store.path)
+    write_json_atomic(spec.out / METRICS_FILE, metrics)
+    return CellResult(cell, metrics)

@@ -1,0 +1,79 @@
+"""Expert demonstrations the demo model learns from: successful expert episodes as conversations.
+
+Each row is the agent's side of one successful episode (system prompt, every turn, the tool
+list), rendered with the same prompter the LLM agent uses at evaluation time. Extra synthetic
+databases (``augment_dbs``) give every conversation fresh ids, so a tiny model must learn to
+copy ids from its context instead of memorising the few ids of one database.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from flatscore.agents.diagnosing_expert import DiagnosingExpertAgent
+from flatscore.agents.expert import ExpertAgent
+from flatscore.agents.llm import LLMAgent
+from flatscore.agents.users import ScriptedUser
+from flatscore.domains import domain_class, load_domain
+from flatscore.domains.base import Domain
+from flatscore.engine.episode import Episode, EpisodeSettings
+from flatscore.engine.runner import drive
+from flatscore.engine.scoring import Evaluator
+
+#: Seeds of the extra synthetic databases: far from the small seeds studies use for their eval data.
+AUGMENT_SEED0 = 10_001
+
+
+def expert_conversations(domain: Domain, split: str, expert_cls: type, prompter: LLMAgent) -> list[dict[str, Any]]:
+    """The successful expert episodes of ``domain``'s ``split``, as agent-side conversations."""
+    evaluator = Evaluator(domain)
+    episodes = [
+        Episode(domain, task, expert_cls(), ScriptedUser(), EpisodeSettings(), seed=0, trial=0, evaluator=evaluator)
+        for task in domain.tasks(split)
+    ]
+    finished: list[Any] = []
+    drive(episodes, None, finished.append)
+    rows = []
+    for episode, record in zip(episodes, finished):
+        if record.reward != 1.0:
+            continue  # only successful demonstrations teach the model
+        system = prompter.system_message(domain.name, episode.env.policy, episode._agent_tools, episode._user_tools)
+        tools = [spec.openai_schema() for spec in episode._agent_tools.values()]
+        rows.append(
+            {
+                "domain": domain.name,
+                "task_id": record.task_id,
+                "messages": [{"role": "system", "content": system}, *episode.agent_history],
+                "tools": tools,
+            }
+        )
+    return rows
+
+
+def build_demonstrations(
+    data_dirs: Mapping[str, str | Path],
+    split: str,
+    prompt: Literal["compact", "full"],
+    expert: Literal["diagnosing", "oracle"],
+    augment_dbs: int,
+) -> list[dict[str, Any]]:
+    """Conversations of every domain in ``data_dirs`` (name -> data folder), plus augmented databases."""
+    if augment_dbs < 0:
+        raise ValueError(f"--augment-dbs: expected a count >= 0, got {augment_dbs}")
+    prompter = LLMAgent(compact=prompt == "compact")
+    expert_cls = DiagnosingExpertAgent if expert == "diagnosing" else ExpertAgent
+    rows: list[dict[str, Any]] = []
+    for name, data in data_dirs.items():
+        domain = load_domain(name, data)
+        rows += expert_conversations(domain, split, expert_cls, prompter)
+        n_tasks = len(domain.tasks())
+        with tempfile.TemporaryDirectory(prefix="flatscore-augment-") as tmp:
+            for i in range(augment_dbs):
+                seed = AUGMENT_SEED0 + i
+                path = domain_class(name).generate(Path(tmp) / f"{name}-{seed}", seed=seed, n_tasks=n_tasks)
+                extra = expert_conversations(load_domain(name, path), split, expert_cls, prompter)
+                rows += [{**row, "source": f"synthetic seed {seed}"} for row in extra]
+    return rows
