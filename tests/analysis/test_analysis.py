@@ -328,3 +328,23 @@ def test_find_cell_dirs(tmp_path):
     assert find_cell_dirs(tmp_path) == sorted(dirs)
     meta = json.loads((dirs[0] / "cell.json").read_text())
     assert meta["precision"] in ("full", "int4")
+
+
+def test_find_cell_dirs_finds_the_workflows_nested_cells(tmp_path):
+    """The workflow writes cells/<model>/<precision>/<domain>/K<b>/repair-<x>/shard<i>: all are found,
+    stale results moved under .superseded/ are not, and the nested cells load."""
+    flat = write_study(SyntheticStudy(n_tasks=3, trials=1, precisions=("full",), budgets=(10,)), tmp_path)
+    nested = []
+    for i, d in enumerate(flat):
+        meta = json.loads((d / "cell.json").read_text())
+        repair = "on" if meta["repair"] else "off"
+        target = tmp_path / "cells" / meta["model"] / meta["precision"] / meta["domain"]
+        target = target / f"K{meta['budget']}" / f"repair-{repair}" / f"shard{i}"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        d.rename(target)
+        nested.append(target)
+    stale = nested[0] / ".superseded" / "0123456789abcdef"
+    stale.mkdir(parents=True)
+    (stale / "cell.json").write_text((nested[0] / "cell.json").read_text())
+    assert find_cell_dirs(tmp_path) == sorted(nested)
+    assert len(load_cells(find_cell_dirs(tmp_path)).cells) == len(nested)

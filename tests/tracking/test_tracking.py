@@ -332,6 +332,27 @@ def test_three_cells_nested_idempotent_and_updated(results):
     assert rerun_s < 5, rerun_s
 
 
+def test_workflow_cells_are_named_by_their_identity_not_their_shard_folder(results):
+    """Every workflow cell folder is called shard<i>: the run name and flatscore.cell_id come from
+    cell.json's identity (model/precision/domain/K<budget>/repair-<on|off>/shard<i>) instead."""
+    uri = resolve_tracking_uri(None, results)
+    specs = [("int4", "retail", 10, False, 0), ("full", "telecom", 2, True, 1)]
+    expected = {}
+    for precision, domain, budget, repair, shard in specs:
+        d = make_cell(results, precision=precision, domain=domain, budget=budget, repair=repair)
+        nested = results / "cells" / "demo-llama" / precision / domain / f"K{budget}"
+        nested = nested / f"repair-{'on' if repair else 'off'}" / f"shard{shard}"
+        nested.parent.mkdir(parents=True)
+        d.rename(nested)
+        name = f"demo-llama/{precision}/{domain}/K{budget}/repair-{'on' if repair else 'off'}/shard{shard}"
+        expected[log_cell(nested, uri, "s1")] = name
+    flat = make_cell(results, precision="int8", domain="retail")  # a flat CLI cell: named after its folder
+    expected[log_cell(flat, uri, "s1")] = f"demo-llama/int8/retail/K10/repair-off/{flat.name}"
+    _, _, cells = _runs(uri, "s1")
+    got = {r.info.run_id: (r.info.run_name, r.data.tags["flatscore.cell_id"]) for r in cells}
+    assert got == {rid: (name, name) for rid, name in expected.items()}
+
+
 def test_planted_secret_never_stored(results, monkeypatch):
     planted = "sk-test-PLANTED123"
     monkeypatch.setenv("OPENAI_API_KEY", planted)

@@ -32,6 +32,7 @@ except ImportError:  # pragma: no cover - exercised only where orjson is absent
     _loads = json.loads
     _DECODE_ERRORS = (ValueError, TypeError)
 
+from flatscore.engine.cell_folder import iter_cell_dirs
 from flatscore.engine.records import CHANNELS, HALLUCINATION_CHANNELS
 
 #: Identity of a cell (its result-changing coordinates). ``cell_id`` is the folder name.
@@ -66,10 +67,13 @@ class StudyData:
 
 
 def find_cell_dirs(results_dir: Path) -> list[Path]:
-    """All ``<results>/cells/*/`` folders holding a ``cell.json`` (sorted, deterministic)."""
-    root = Path(results_dir)
-    base = root / "cells" if (root / "cells").is_dir() else root
-    return sorted(p.parent for p in base.glob("*/cell.json"))
+    """Every cell folder under ``<results>/cells`` (sorted, deterministic), nested ones included.
+
+    The workflow nests cells (``cells/<model>/<precision>/<domain>/K<b>/repair-<x>/shard<i>``), so
+    a one-level glob found none of them; :func:`~flatscore.engine.cell_folder.iter_cell_dirs`
+    searches at any depth and skips results moved under ``.superseded/``.
+    """
+    return list(iter_cell_dirs(results_dir))
 
 
 def _read_cell_json(cell_dir: Path) -> dict[str, Any]:

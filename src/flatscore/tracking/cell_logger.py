@@ -118,6 +118,26 @@ def results_dir_of(cell_dir: Path) -> Path:
     return cell_dir.parent
 
 
+_SHARD_DIR = re.compile(r"shard\d+")
+
+
+def cell_run_name(cell_dir: Path, cell: dict[str, Any]) -> str:
+    """The cell's name in MLflow (run name and ``flatscore.cell_id``), from its identity in cell.json.
+
+    Every workflow cell folder is called ``shard<i>``, so the folder name alone names nothing:
+    ``<model>/<precision>/<domain>/K<budget>/repair-<on|off>/shard<i>``. A flat CLI cell
+    (``cells/<name>``) ends with its folder name instead of a shard, which keeps names unique
+    across the flat cells of one results folder. A cell.json without those fields keeps the
+    folder name.
+    """
+    cell_dir = Path(cell_dir)
+    if any(cell.get(k) is None for k in ("model", "precision", "domain", "budget", "repair")):
+        return cell_dir.name
+    repair = "on" if cell["repair"] is True or str(cell["repair"]).lower() in ("true", "on", "1") else "off"
+    parts = [str(cell["model"]), str(cell["precision"]), str(cell["domain"]), f"K{cell['budget']}", f"repair-{repair}"]
+    return "/".join([*parts, cell_dir.name])
+
+
 def content_sha256(cell_dir: str | os.PathLike[str]) -> str:
     """Checksum of what a cell's run is made of: cell.json, metrics.json, episodes.jsonl."""
     h = hashlib.sha256()
@@ -356,6 +376,7 @@ def log_cell(
     study = str(cell.get("study") or "flatscore")
     cell_hash = str(cell["cell_hash"])
     experiment_name = experiment_name or study
+    run_name = cell_run_name(cell_dir, cell)
 
     ensure_store(uri)
     client = _client(uri)
@@ -374,7 +395,7 @@ def log_cell(
         else:
             tags = {TAG_KIND: "cell", TAG_CELL_HASH: cell_hash, TAG_STUDY: study, TAG_PARENT: parent_id}
             run = with_retry(
-                lambda: client.create_run(exp_id, run_name=cell_dir.name, tags=tags),
+                lambda: client.create_run(exp_id, run_name=run_name, tags=tags),
                 what="create_run(cell)",
             )
             run_id = run.info.run_id
@@ -413,7 +434,8 @@ def log_cell(
         TAG_KIND: "cell",
         TAG_CELL_HASH: cell_hash,
         TAG_STUDY: study,
-        TAG_CELL_ID: cell_dir.name,
+        TAG_CELL_ID: run_name,
+        TAG_RUN_NAME: run_name,  # renames a run first logged under its bare folder name
         TAG_PARENT: parent_id,
         TAG_REVISION: str(revision),
     }
