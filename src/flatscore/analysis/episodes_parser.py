@@ -127,7 +127,10 @@ def parse_episodes(path: Path, channels: list[str]) -> tuple[dict[str, list], di
         if not line.strip():
             continue
         try:
-            rec = loads_line(line)
+            try:
+                rec = loads_line(line)
+            except DECODE_ERRORS:  # orjson refuses NaN/Infinity that json.dumps writes: the one reader decides
+                rec = parse_episode_line(path, lineno, line)
             c_task.append(rec["task_id"])
             c_trial.append(rec["trial"])
             c_seed.append(rec.get("seed", -1))
@@ -153,6 +156,8 @@ def parse_episodes(path: Path, channels: list[str]) -> tuple[dict[str, list], di
             s_budget.add(rec.get("budget"))
             s_domain.add(rec.get("domain"))
             s_repair.add(rec.get("repair"))
+        except CorruptEpisodeLine as exc:
+            raise CorruptRecordError(path, lineno, f"unparseable JSON line ({exc.reason})") from exc
         except (*DECODE_ERRORS, KeyError, AttributeError) as exc:
             raise _bad_line(path, lineno, line, exc) from exc
         row += 1

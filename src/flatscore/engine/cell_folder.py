@@ -93,11 +93,19 @@ def iter_episode_lines(path: str | os.PathLike[str]) -> Iterator[tuple[int, byte
 
 
 def parse_episode_line(path: Path, lineno: int, line: bytes) -> dict[str, Any]:
-    """One line as a dict, or :class:`CorruptEpisodeLine` naming the file, line and reason."""
+    """One line as a dict, or :class:`CorruptEpisodeLine` naming the file, line and reason.
+
+    orjson first (fast); a line it refuses is tried with the standard library, which also reads
+    the ``NaN``/``Infinity`` that :class:`~flatscore.engine.records.EpisodeRecord`'s ``json.dumps``
+    may write, so every line the writer writes is read back.
+    """
     try:
         record = loads_line(line)
     except DECODE_ERRORS as exc:
-        raise CorruptEpisodeLine(path, lineno, f"not valid JSON ({exc})") from None
+        try:  # the writer's json.dumps writes NaN/Infinity, which orjson refuses: they are valid lines
+            record = json.loads(line)
+        except ValueError:
+            raise CorruptEpisodeLine(path, lineno, f"not valid JSON ({exc})") from None
     if not isinstance(record, dict):
         raise CorruptEpisodeLine(path, lineno, f"expected a JSON object, got {type(record).__name__}")
     return record
