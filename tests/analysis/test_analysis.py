@@ -328,3 +328,36 @@ def test_find_cell_dirs(tmp_path):
     assert find_cell_dirs(tmp_path) == sorted(dirs)
     meta = json.loads((dirs[0] / "cell.json").read_text())
     assert meta["precision"] in ("full", "int4")
+
+
+def test_find_cell_dirs_finds_the_workflows_nested_cells(tmp_path):
+    """The workflow writes cells/<model>/<precision>/<domain>/K<b>/repair-<x>/shard<i>: all are found,
+    stale results moved under .superseded/ are not, and the nested cells load."""
+    flat = write_study(SyntheticStudy(n_tasks=3, trials=1, precisions=("full",), budgets=(10,)), tmp_path)
+    nested = []
+    for i, d in enumerate(flat):
+        meta = json.loads((d / "cell.json").read_text())
+        repair = "on" if meta["repair"] else "off"
+        target = tmp_path / "cells" / meta["model"] / meta["precision"] / meta["domain"]
+        target = target / f"K{meta['budget']}" / f"repair-{repair}" / f"shard{i}"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        d.rename(target)
+        nested.append(target)
+    stale = nested[0] / ".superseded" / "0123456789abcdef"
+    stale.mkdir(parents=True)
+    (stale / "cell.json").write_text((nested[0] / "cell.json").read_text())
+    assert find_cell_dirs(tmp_path) == sorted(nested)
+    assert len(load_cells(find_cell_dirs(tmp_path)).cells) == len(nested)
+
+
+def test_closed_form_bootstrap_equals_pingouins():
+    """bootstrap._bootci (closed form, numpy's public RandomState draws) gives pg.compute_bootci's BCa
+    interval: same resamples as scipy draws for pingouin's seed, same formulas."""
+    from flatscore.analysis.bootstrap import _bootci
+
+    rng = np.random.default_rng(4)
+    for n, seed in ((12, 0), (40, 3), (75, 11)):
+        x = rng.integers(0, 5, n) / 4.0
+        ours = _bootci(x, n_boot=800, seed=seed)
+        theirs = pg.compute_bootci(x, func="mean", method="bca", n_boot=800, decimals=12, seed=seed)
+        assert ours == pytest.approx(tuple(theirs), abs=1e-9)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
@@ -50,3 +51,11 @@ def test_corrupt_complete_line_is_refused(tmp_path: Path, bad: str) -> None:
     path.write_text('{"task_id": "a", "trial": 0}\n' + bad + "\n")
     with pytest.raises(CorruptEpisodeLine, match=r"episodes.jsonl:2: "):
         list(read_episode_records(path))
+
+
+def test_reads_the_nan_that_the_writers_json_dumps_writes(tmp_path: Path) -> None:
+    """EpisodeRecord lines are json.dumps'ed (NaN/Infinity allowed); orjson refuses those, the reader must not."""
+    path = tmp_path / "episodes.jsonl"
+    path.write_text('{"task_id": "a", "trial": 0, "reward": NaN, "wall_s": Infinity}\n')
+    (record,) = read_episode_records(path)
+    assert math.isnan(record["reward"]) and math.isinf(record["wall_s"])

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -16,8 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from flatscore.tracking import cell_logger as cl
-from flatscore.tracking.cell_logger import log_cell, sync_results, try_log_cell
+from flatscore.tracking import is_pending, log_cell, sync_results, try_log_cell
+from flatscore.tracking.cell_reader import content_sha256
+from flatscore.tracking.redact import is_secret_name
 from flatscore.tracking.store import ensure_store, resolve_tracking_uri, sqlite_path
 from flatscore.tracking.ui import ui_command
 
@@ -233,9 +235,9 @@ def test_resolve_uri_and_ui_command(tmp_path):
 
 def test_secret_names():
     for k in ("api_key", "OPENAI_API_KEY", "hf_token", "token", "db_password", "client_secret"):
-        assert cl.is_secret_name(k), k
+        assert is_secret_name(k), k
     for k in ("model", "precision", "max_tokens", "prompt_tokens", "model_manifest_sha", "budget"):
-        assert not cl.is_secret_name(k), k
+        assert not is_secret_name(k), k
 
 
 # ---------------------------------------------------------------------------------------------
@@ -293,7 +295,7 @@ def test_three_cells_nested_idempotent_and_updated(results):
         for c in CHANNELS:
             assert int(total[header.index(c)]) == metrics[f"channel_{c}"]
         marker = json.loads((d / "tracking.json").read_text())
-        assert marker["run_id"] == rid and marker["uri"] == uri and marker["content_sha256"] == cl.content_sha256(d)
+        assert marker["run_id"] == rid and marker["uri"] == uri and marker["content_sha256"] == content_sha256(d)
         # one trace per episode, linked to the run
         traces = _client(uri).search_traces(
             locations=[exp.experiment_id], filter_string=f"metadata.`mlflow.sourceRun` = '{rid}'"
@@ -314,14 +316,14 @@ def test_three_cells_nested_idempotent_and_updated(results):
     assert new == dirs[1]
     after_expected = json.loads((new / "metrics.json").read_text())["channel_invented_tool"]
     assert after_expected != before
-    assert cl.is_pending(new, uri)
+    assert is_pending(new, uri)
     assert sync_results(results, uri, "s1") == {"cells": 3, "logged": 1, "up_to_date": 2, "failed": 0}
     exp, study, cells = _runs(uri, "s1")
     assert len(study) == 1 and len(cells) == 3
     run = _client(uri).get_run(ids[1])
     assert run.data.metrics["channel_invented_tool"] == after_expected
     assert run.data.tags["flatscore.revision"] == "1"
-    assert run.data.tags["flatscore.content_sha256"] == cl.content_sha256(new)
+    assert run.data.tags["flatscore.content_sha256"] == content_sha256(new)
     assert _download_text(uri, ids[1], "cell/episodes.jsonl") == (new / "episodes.jsonl").read_text()
     hist = _client(uri).get_metric_history(ids[1], "channel_invented_tool")
     assert [m.value for m in sorted(hist, key=lambda m: m.step)] == [before, after_expected]
@@ -330,6 +332,45 @@ def test_three_cells_nested_idempotent_and_updated(results):
     )
     assert len(traces) == 6  # replaced, not appended
     assert rerun_s < 5, rerun_s
+
+
+def test_workflow_cells_are_named_by_their_identity_not_their_shard_folder(results):
+    """Every workflow cell folder is called shard<i>: the run name and flatscore.cell_id come from
+    cell.json's identity (model/precision/domain/K<budget>/repair-<on|off>/shard<i>) instead."""
+    uri = resolve_tracking_uri(None, results)
+    specs = [("int4", "retail", 10, False, 0), ("full", "telecom", 2, True, 1)]
+    expected = {}
+    for precision, domain, budget, repair, shard in specs:
+        d = make_cell(results, precision=precision, domain=domain, budget=budget, repair=repair)
+        nested = results / "cells" / "demo-llama" / precision / domain / f"K{budget}"
+        nested = nested / f"repair-{'on' if repair else 'off'}" / f"shard{shard}"
+        nested.parent.mkdir(parents=True)
+        d.rename(nested)
+        name = f"demo-llama/{precision}/{domain}/K{budget}/repair-{'on' if repair else 'off'}/shard{shard}"
+        expected[log_cell(nested, uri, "s1")] = name
+    flat = make_cell(results, precision="int8", domain="retail")  # a flat CLI cell: named after its folder
+    expected[log_cell(flat, uri, "s1")] = f"demo-llama/int8/retail/K10/repair-off/{flat.name}"
+    _, _, cells = _runs(uri, "s1")
+    got = {r.info.run_id: (r.info.run_name, r.data.tags["flatscore.cell_id"]) for r in cells}
+    assert got == {rid: (name, name) for rid, name in expected.items()}
+
+
+def test_traces_put_the_global_tracking_uri_back(results, monkeypatch):
+    """The tracer exports to MLflow's global URI: switched for the traces, then restored as it was."""
+    import mlflow
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    mlflow.set_tracking_uri(None)
+    unset = mlflow.get_tracking_uri()
+    log_cell(make_cell(results), resolve_tracking_uri(None, results), "s1", traces=True)
+    assert "MLFLOW_TRACKING_URI" not in os.environ and mlflow.get_tracking_uri() == unset
+    other = "sqlite:///" + str(results / "other.db")
+    mlflow.set_tracking_uri(other)
+    try:
+        log_cell(make_cell(results, seed=1), resolve_tracking_uri(None, results), "s1", traces=True)
+        assert os.environ["MLFLOW_TRACKING_URI"] == other and mlflow.get_tracking_uri() == other
+    finally:
+        mlflow.set_tracking_uri(None)
 
 
 def test_planted_secret_never_stored(results, monkeypatch):
@@ -469,7 +510,7 @@ def test_server_down_then_sync_once(tmp_path, template_db):
     assert try_log_cell(d, uri, "srv") is None
     down_s = time.time() - t
     assert down_s < 20, down_s
-    assert not (d / "tracking.json").exists() and cl.is_pending(d, uri)
+    assert not (d / "tracking.json").exists() and is_pending(d, uri)
     assert sync_results(results, uri, "srv") == {"cells": 1, "logged": 0, "up_to_date": 0, "failed": 1}
 
     server_root = tmp_path / "server"

@@ -8,12 +8,13 @@ One pass over each ``episodes.jsonl`` fills two tables:
 
 Only the fields the analysis needs are kept (``messages`` is parsed by orjson but never copied).
 An unparseable line (truncated write, corrupt byte) raises :class:`CorruptRecordError` naming
-the file and the line: results are never silently dropped.
+the file and the line: results are never silently dropped. The parser itself lives in
+:mod:`flatscore.analysis.episodes_parser` (shared with the summary writer); the cell folder's
+names and its reading policy are :mod:`flatscore.engine.cell_folder`'s.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,16 +23,16 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-try:  # orjson is ~5x faster than json on these records; fall back transparently.
-    import orjson
-
-    _loads = orjson.loads
-    _DECODE_ERRORS: tuple[type[Exception], ...] = (orjson.JSONDecodeError, ValueError, TypeError)
-except ImportError:  # pragma: no cover - exercised only where orjson is absent
-    orjson = None
-    _loads = json.loads
-    _DECODE_ERRORS = (ValueError, TypeError)
-
+from flatscore.analysis.episodes_parser import (
+    COUNT_DTYPE,
+    EPISODE_DTYPES,
+    EVENT_FIELDS,
+    CorruptRecordError,
+    cell_arrays,
+    parse_episodes,
+)
+from flatscore.analysis.summary import read_summary
+from flatscore.engine.cell_folder import CELL_FILE, EPISODES_FILE, iter_cell_dirs, read_json
 from flatscore.engine.records import CHANNELS, HALLUCINATION_CHANNELS
 
 #: Identity of a cell (its result-changing coordinates). ``cell_id`` is the folder name.
@@ -39,18 +40,6 @@ CELL_COLUMNS: tuple[str, ...] = ("cell_id", "cell_hash", "study", "model", "prec
 #: Columns that identify an *arm*: cells sharing them are pooled (e.g. several seeds).
 ARM_KEYS: list[str] = ["study", "model", "domain", "budget", "repair", "precision"]
 REFERENCE_PRECISION = "full"
-EVENT_FIELDS = ("step", "channel", "side", "tool", "counted")
-COUNT_DTYPE = "int16"
-
-
-class CorruptRecordError(ValueError):
-    """A line of an ``episodes.jsonl`` (or a ``cell.json``) could not be parsed."""
-
-    def __init__(self, path: Path, lineno: int | None, reason: str):
-        self.path = Path(path)
-        self.lineno = lineno
-        where = f"{self.path}:{lineno}" if lineno is not None else str(self.path)
-        super().__init__(f"corrupt result record at {where}: {reason}")
 
 
 @dataclass
@@ -66,16 +55,19 @@ class StudyData:
 
 
 def find_cell_dirs(results_dir: Path) -> list[Path]:
-    """All ``<results>/cells/*/`` folders holding a ``cell.json`` (sorted, deterministic)."""
-    root = Path(results_dir)
-    base = root / "cells" if (root / "cells").is_dir() else root
-    return sorted(p.parent for p in base.glob("*/cell.json"))
+    """Every cell folder under ``<results>/cells`` (sorted, deterministic), nested ones included.
+
+    The workflow nests cells (``cells/<model>/<precision>/<domain>/K<b>/repair-<x>/shard<i>``), so
+    a one-level glob found none of them; :func:`~flatscore.engine.cell_folder.iter_cell_dirs`
+    searches at any depth and skips results moved under ``.superseded/``.
+    """
+    return list(iter_cell_dirs(results_dir))
 
 
 def _read_cell_json(cell_dir: Path) -> dict[str, Any]:
-    path = cell_dir / "cell.json"
+    path = cell_dir / CELL_FILE
     try:
-        meta = json.loads(path.read_text(encoding="utf-8"))
+        meta = read_json(path)
     except (OSError, ValueError) as exc:
         raise CorruptRecordError(path, None, str(exc)) from exc
     missing = [k for k in ("model", "precision", "domain", "budget", "repair") if k not in meta]
@@ -84,161 +76,18 @@ def _read_cell_json(cell_dir: Path) -> dict[str, Any]:
     return meta
 
 
-def _parse_episodes(path: Path, channels: list[str]) -> tuple[dict[str, list], dict[str, list], dict[str, set]]:
-    """Parse one JSONL file into column lists (episodes) and event column lists."""
-    cols: dict[str, list] = {
-        k: []
-        for k in (
-            "task_id",
-            "trial",
-            "seed",
-            "reward",
-            "scored",
-            "termination",
-            "errors_counted",
-            "agent_tool_calls",
-            "user_tool_calls",
-            "steps",
-        )
-    }
-    chan_lists: dict[str, list] = {c: [] for c in channels}
-    ev: dict[str, list] = {"row": [], **{k: [] for k in EVENT_FIELDS}}
-    seen: dict[str, set] = {"budget": set(), "domain": set(), "repair": set()}
-    extra_channels: set[str] = set()
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise CorruptRecordError(path, None, str(exc)) from exc
-    if raw and not raw.endswith(b"\n"):
-        # A record is only complete once its newline is written (atomic append contract).
-        last = raw.rsplit(b"\n", 1)[-1]
-        try:
-            _loads(last)
-        except _DECODE_ERRORS as exc:
-            raise CorruptRecordError(path, raw.count(b"\n") + 1, f"truncated last line ({exc})") from exc
-    c_task, c_trial, c_seed, c_rew, c_sc, c_term, c_err = (
-        cols["task_id"],
-        cols["trial"],
-        cols["seed"],
-        cols["reward"],
-        cols["scored"],
-        cols["termination"],
-        cols["errors_counted"],
-    )
-    c_atc, c_utc, c_steps = cols["agent_tool_calls"], cols["user_tool_calls"], cols["steps"]
-    ev_row, ev_step, ev_ch, ev_side, ev_tool, ev_cnt = (
-        ev["row"],
-        ev["step"],
-        ev["channel"],
-        ev["side"],
-        ev["tool"],
-        ev["counted"],
-    )
-    row = 0
-    for lineno, line in enumerate(raw.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            rec = _loads(line)
-            c_task.append(rec["task_id"])
-            c_trial.append(rec["trial"])
-            c_seed.append(rec.get("seed", -1))
-            c_rew.append(rec["reward"])
-            c_sc.append(rec["scored"])
-            c_term.append(rec["termination"])
-            c_err.append(rec["errors_counted"])
-            c_atc.append(rec.get("agent_tool_calls", 0))
-            c_utc.append(rec.get("user_tool_calls", 0))
-            c_steps.append(rec.get("steps", 0))
-            ch = rec["channels"]
-            for c in channels:
-                chan_lists[c].append(ch.get(c, 0))
-            if len(ch) != len(channels):
-                extra_channels.update(k for k in ch if k not in chan_lists)
-            for e in rec.get("error_events") or ():
-                ev_row.append(row)
-                ev_step.append(e.get("step", -1))
-                ev_ch.append(e["channel"])
-                ev_side.append(e.get("side", ""))
-                ev_tool.append(e.get("tool", ""))
-                ev_cnt.append(e.get("counted", True))
-            seen["budget"].add(rec.get("budget"))
-            seen["domain"].add(rec.get("domain"))
-            seen["repair"].add(rec.get("repair"))
-        except _DECODE_ERRORS as exc:
-            raise CorruptRecordError(path, lineno, f"unparseable JSON line ({exc})") from exc
-        except (KeyError, AttributeError) as exc:
-            raise CorruptRecordError(path, lineno, f"record lacks field {exc}") from exc
-        row += 1
-    if extra_channels:  # channels beyond the known ones: second (rare) pass keeps them all
-        return _parse_episodes(path, channels + sorted(extra_channels))
-    cols.update({f"ch_{c}": v for c, v in chan_lists.items()})
-    return cols, ev, seen
-
-
 def _cat(values: list | np.ndarray) -> pd.Categorical:
     return pd.Categorical(values)
-
-
-def _objects(values: Iterable) -> np.ndarray:
-    """A 1-D object array of ``values`` (never reshaped into 2-D, whatever the values are)."""
-    values = list(values)
-    out = np.empty(len(values), dtype=object)
-    out[:] = values
-    return out
-
-
-#: Per-episode numeric columns and the dtype each is loaded as (``ch_*`` are COUNT_DTYPE too).
-EPISODE_DTYPES: dict[str, Any] = {
-    "trial": np.int16,
-    "seed": np.int64,
-    "reward": np.float64,
-    "scored": bool,
-    "errors_counted": np.int16,
-    "agent_tool_calls": np.int16,
-    "user_tool_calls": np.int16,
-    "steps": np.int16,
-}
-
-
-def cell_arrays(cols: dict[str, list], ev: dict[str, list]) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
-    """One cell's parsed column lists as arrays in the dtypes of the frames.
-
-    Converting per cell (not after concatenating every cell's lists) gives the same values,
-    element by element, and lets a cell's summary (:mod:`flatscore.analysis.summary`) store
-    exactly what the loader would build from its ``episodes.jsonl``. ``reward`` stays float64
-    so sums stay exact; ``task_id`` and the event strings are ``str``-ed as they always were.
-    """
-    ep: dict[str, np.ndarray] = {
-        "task_id": _objects(str(t) for t in cols["task_id"]),
-        "termination": _objects(cols["termination"]),
-    }
-    for key, dtype in EPISODE_DTYPES.items():
-        ep[key] = np.asarray(cols[key], dtype=dtype)
-    for key, values in cols.items():
-        if key.startswith("ch_"):
-            ep[key] = np.asarray(values, dtype=COUNT_DTYPE)
-    evd: dict[str, np.ndarray] = {
-        "row": np.asarray(ev["row"], dtype=np.int64),
-        "step": np.asarray(ev["step"], dtype=np.int16),
-        "counted": np.asarray(ev["counted"], dtype=bool),
-    }
-    for key in ("channel", "side", "tool"):
-        evd[key] = _objects(str(v) for v in ev[key])
-    return ep, evd
 
 
 def _cell_data(
     d: Path, path: Path, channels: list[str]
 ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], dict[str, set]]:
     """A cell's arrays: from its summary when that is intact and matches the JSONL, else parsed."""
-    # imported here: the summary module imports this one
-    from flatscore.analysis.summary import read_summary
-
     cached = read_summary(d)
     if cached is not None:
         return cached
-    cols, ev, seen = _parse_episodes(path, channels)
+    cols, ev, seen = parse_episodes(path, channels)
     return (*cell_arrays(cols, ev), seen)
 
 
@@ -254,9 +103,9 @@ def load_cells(cell_dirs: Iterable[Path | str]) -> StudyData:
     channels = list(CHANNELS)
     for d in dirs:
         meta = _read_cell_json(d)
-        path = d / "episodes.jsonl"
+        path = d / EPISODES_FILE
         if not path.exists():
-            raise CorruptRecordError(path, None, "episodes.jsonl missing")
+            raise CorruptRecordError(path, None, f"{EPISODES_FILE} missing")
         cols, ev, seen = _cell_data(d, path, channels)
         for key in ("budget", "domain", "repair"):
             vals = {v for v in seen[key] if v is not None}

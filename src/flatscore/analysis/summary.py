@@ -25,17 +25,12 @@ from pathlib import Path
 
 import numpy as np
 
-from flatscore.analysis.load import (
-    CorruptRecordError,
-    _loads,
-    _parse_episodes,
-    cell_arrays,
-)
+from flatscore.analysis.episodes_parser import CorruptRecordError, cell_arrays, parse_episodes
 from flatscore.engine.cell import episodes_sha256, write_atomic
+from flatscore.engine.cell_folder import EPISODES_FILE, SUMMARY_FILE, read_episode_records
 from flatscore.engine.records import CHANNELS
 
-SUMMARY_FILE = "episodes.summary.npz"
-EPISODES_FILE = "episodes.jsonl"
+__all__ = ["EPISODES_FILE", "FORMAT", "SUMMARY_FILE", "build_summary", "read_summary", "write_summary"]
 FORMAT = 1
 #: Columns stored as (sorted unique strings, int32 codes): npz holds no Python objects.
 _STRING_COLUMNS = ("ep_task_id", "ep_termination", "ev_channel", "ev_side", "ev_tool")
@@ -53,15 +48,14 @@ def _digest(arrays: dict[str, np.ndarray]) -> str:
 def _only_known_channels(path: Path) -> bool:
     """Whether every record's channels are known ones (the loader spots others only by count)."""
     known = set(CHANNELS)
-    with open(path, "rb") as handle:
-        return all(set(_loads(line)["channels"]) <= known for line in handle if line.strip())
+    return all(set(record["channels"]) <= known for record in read_episode_records(path))
 
 
 def build_summary(path: Path) -> dict[str, np.ndarray] | None:
     """The arrays of ``path``'s summary, or None where the cell must keep the line-by-line path."""
     path = Path(path)
     try:
-        cols, ev, seen = _parse_episodes(path, list(CHANNELS))
+        cols, ev, seen = parse_episodes(path, list(CHANNELS))
         ep, evd = cell_arrays(cols, ev)
     except (CorruptRecordError, ValueError, TypeError, OverflowError):
         return None

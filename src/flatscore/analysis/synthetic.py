@@ -33,6 +33,7 @@ except ImportError:  # pragma: no cover
         return json.dumps(obj, separators=(",", ":")).encode()
 
 
+from flatscore.engine.cell_folder import CELL_FILE, EPISODES_FILE
 from flatscore.engine.records import CHANNELS
 
 AGENT_TOOLS = [f"tool_{i}" for i in range(10)]
@@ -266,7 +267,7 @@ def write_study(spec: SyntheticStudy, results_dir: Path, summaries: bool = True)
         cell_id = f"{model}-{prec}-{dom}-b{budget}-{'rep' if rep else 'norep'}-{cell_hash[:8]}"
         d = root / cell_id
         d.mkdir(exist_ok=True)
-        (d / "cell.json").write_text(
+        (d / CELL_FILE).write_text(
             json.dumps(
                 {
                     "cell_hash": cell_hash,
@@ -282,7 +283,7 @@ def write_study(spec: SyntheticStudy, results_dir: Path, summaries: bool = True)
             )
         )
         flip_rng = np.random.default_rng(_seed("flip", cell_hash))
-        with open(d / "episodes.jsonl", "wb", buffering=1 << 20) as fh:
+        with open(d / EPISODES_FILE, "wb", buffering=1 << 20) as fh:
             fh.write(b"".join(_dumps(r) + b"\n" for r in _records(spec, lat, dom, budget, rep, cell_id, flip_rng)))
         if summaries:
             write_summary(d)

@@ -46,7 +46,7 @@ class CorruptEpisodeLine(ValueError):
     """A complete line of an ``episodes.jsonl`` is not a JSON object."""
 
     def __init__(self, path: Path, lineno: int, reason: str) -> None:
-        self.path, self.lineno = Path(path), lineno
+        self.path, self.lineno, self.reason = Path(path), lineno, reason
         super().__init__(f"{self.path}:{lineno}: {reason}")
 
 
@@ -70,24 +70,42 @@ def iter_cell_dirs(root: str | os.PathLike[str]) -> Iterator[Path]:
             yield path.parent
 
 
+def split_episode_lines(path: str | os.PathLike[str], raw: bytes) -> list[bytes]:
+    """The complete lines of ``raw`` (``path``'s bytes), blank ones included so that list index + 1
+    is the line number; raises :class:`TornEpisodeLine` on a torn tail.
+
+    For readers that loop over the lines themselves because they are hot (the analysis loader
+    parses millions of lines); everyone else uses :func:`iter_episode_lines`.
+    """
+    lines = raw.split(b"\n")
+    if lines[-1].strip():
+        raise TornEpisodeLine(Path(path), len(lines), "last line has no newline (a write was cut off)")
+    lines.pop()
+    return lines
+
+
 def iter_episode_lines(path: str | os.PathLike[str]) -> Iterator[tuple[int, bytes]]:
     """``(line number, line)`` for each non-blank line; raises :class:`TornEpisodeLine` on a torn tail."""
     path = Path(path)
-    raw = path.read_bytes()
-    lines = raw.split(b"\n")
-    if lines[-1].strip():
-        raise TornEpisodeLine(path, len(lines), "last line has no newline (a write was cut off)")
-    for lineno, line in enumerate(lines[:-1], start=1):
+    for lineno, line in enumerate(split_episode_lines(path, path.read_bytes()), start=1):
         if line.strip():
             yield lineno, line
 
 
 def parse_episode_line(path: Path, lineno: int, line: bytes) -> dict[str, Any]:
-    """One line as a dict, or :class:`CorruptEpisodeLine` naming the file, line and reason."""
+    """One line as a dict, or :class:`CorruptEpisodeLine` naming the file, line and reason.
+
+    orjson first (fast); a line it refuses is tried with the standard library, which also reads
+    the ``NaN``/``Infinity`` that :class:`~flatscore.engine.records.EpisodeRecord`'s ``json.dumps``
+    may write, so every line the writer writes is read back.
+    """
     try:
         record = loads_line(line)
     except DECODE_ERRORS as exc:
-        raise CorruptEpisodeLine(path, lineno, f"not valid JSON ({exc})") from None
+        try:  # the writer's json.dumps writes NaN/Infinity, which orjson refuses: they are valid lines
+            record = json.loads(line)
+        except ValueError:
+            raise CorruptEpisodeLine(path, lineno, f"not valid JSON ({exc})") from None
     if not isinstance(record, dict):
         raise CorruptEpisodeLine(path, lineno, f"expected a JSON object, got {type(record).__name__}")
     return record

@@ -8,11 +8,19 @@ cell, or whose identity does not match what the study's config asks for.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Iterable
 
 from .cell import cell_hash, episodes_sha256
+from .cell_folder import (
+    CELL_FILE,
+    EPISODES_FILE,
+    METRICS_FILE,
+    CorruptEpisodeLine,
+    iter_episode_lines,
+    parse_episode_line,
+    read_json,
+)
 
 
 class IntegrityError(ValueError):
@@ -53,7 +61,7 @@ def expected_from_config(config: dict[str, Any]) -> dict[str, Any]:
 
 def _load(path: Path) -> dict[str, Any]:
     try:
-        return json.loads(path.read_text())
+        return read_json(path)
     except FileNotFoundError:
         raise IntegrityError(f"{path.parent}: {path.name} is missing") from None
     except ValueError as exc:
@@ -61,12 +69,17 @@ def _load(path: Path) -> dict[str, Any]:
 
 
 def verify_cell(cell_dir: Path, expected: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A cell's cell.json once every check passes, else :class:`IntegrityError` naming the problem.
+
+    Episodes are read with the cell folder's one reader (:mod:`flatscore.engine.cell_folder`):
+    a torn or corrupt line is refused like any other tampering.
+    """
     cell_dir = Path(cell_dir)
-    cell = _load(cell_dir / "cell.json")
-    metrics = _load(cell_dir / "metrics.json")
-    episodes = cell_dir / "episodes.jsonl"
+    cell = _load(cell_dir / CELL_FILE)
+    metrics = _load(cell_dir / METRICS_FILE)
+    episodes = cell_dir / EPISODES_FILE
     if not episodes.exists():
-        raise IntegrityError(f"{cell_dir}: episodes.jsonl is missing")
+        raise IntegrityError(f"{cell_dir}: {EPISODES_FILE} is missing")
     chash = cell.get("cell_hash")
     identity = cell.get("identity")
     if not isinstance(identity, dict) or cell_hash(identity) != chash:
@@ -80,17 +93,16 @@ def verify_cell(cell_dir: Path, expected: dict[str, Any] | None = None) -> dict[
     if metrics.get("cell_hash") != chash:
         raise IntegrityError(f"{cell_dir}: metrics.json is for cell {metrics.get('cell_hash')}, cell.json for {chash}")
     if metrics.get("episodes_sha256") != episodes_sha256(episodes):
-        raise IntegrityError(f"{cell_dir}: episodes.jsonl does not match its checksum (truncated or edited)")
+        raise IntegrityError(f"{cell_dir}: {EPISODES_FILE} does not match its checksum (truncated or edited)")
     count = 0
-    with open(episodes, encoding="utf-8") as handle:
-        for number, line in enumerate(handle, 1):
-            try:
-                record = json.loads(line)
-            except ValueError:
-                raise IntegrityError(f"{episodes}: line {number} is not valid JSON") from None
+    try:
+        for number, line in iter_episode_lines(episodes):
+            record = parse_episode_line(episodes, number, line)
             if record.get("cell") != chash:
                 raise IntegrityError(f"{episodes}: line {number} belongs to cell {record.get('cell')}, not {chash}")
             count += 1
+    except CorruptEpisodeLine as exc:
+        raise IntegrityError(f"{exc.path}: line {exc.lineno}: {exc.reason}") from None
     if count != metrics.get("n_episodes"):
         raise IntegrityError(f"{cell_dir}: {count} episodes on disk, metrics.json counted {metrics.get('n_episodes')}")
     for key, value in (expected or {}).items():

@@ -6,25 +6,31 @@ returns, so a killed run leaves at most one partial line at the end. ``run_cell`
 through :class:`~flatscore.engine.store_writer.StoreWriter`, which does the write+fsync in a
 thread and bounds how many finished episodes may not be durable yet (what a SIGKILL may
 lose; they are rerun on resume). Opening the store cuts a torn tail (a line without its
-newline or that is not JSON) and the run resumes after the last complete episode; episodes
+newline or that is not a JSON object) and the run resumes after the last complete episode; episodes
 already present are never written twice.
 """
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any, Iterator
 
+from .cell_folder import CorruptEpisodeLine, parse_episode_line, read_episode_records
 from .records import EpisodeRecord, episode_key
 
 
-class CorruptStoreError(ValueError):
-    """A complete (newline-terminated) line in the middle of the file is not valid JSON."""
+class CorruptStoreError(CorruptEpisodeLine):
+    """A complete (newline-terminated) line in the middle of the file is not a JSON object.
+
+    The cell folder's :class:`~flatscore.engine.cell_folder.CorruptEpisodeLine` (a ``ValueError``)
+    raised by the store, so callers of either catch it; it names the file and the line.
+    """
 
 
 class EpisodeStore:
+    """The writer of a cell's ``episodes.jsonl``: the only code that may cut a torn tail."""
+
     def __init__(self, path: Path | str) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -44,8 +50,8 @@ class EpisodeStore:
             last_start = data.rfind(b"\n", 0, max(len(data) - 1, 0)) + 1
             if data[last_start:].strip():
                 try:
-                    json.loads(data[last_start:])
-                except ValueError:
+                    parse_episode_line(self.path, data.count(b"\n", 0, last_start) + 1, data[last_start:])
+                except CorruptEpisodeLine:
                     keep = last_start
         if keep != len(data):
             with open(self.path, "r+b") as handle:
@@ -55,16 +61,14 @@ class EpisodeStore:
         return len(data) - keep
 
     def records(self) -> Iterator[dict[str, Any]]:
+        """Every stored episode in file order, read with the cell folder's one reader (its tail was
+        cut when the store opened, so a bad line here is corruption: :class:`CorruptStoreError`)."""
         if not self.path.exists():
             return
-        with open(self.path, encoding="utf-8") as handle:
-            for number, line in enumerate(handle, 1):
-                if not line.strip():
-                    continue
-                try:
-                    yield json.loads(line)
-                except ValueError as exc:
-                    raise CorruptStoreError(f"{self.path}: line {number} is not valid JSON ({exc})") from exc
+        try:
+            yield from read_episode_records(self.path)
+        except CorruptEpisodeLine as exc:
+            raise CorruptStoreError(exc.path, exc.lineno, exc.reason) from exc
 
     def has(self, task_id: str, trial: int) -> bool:
         return episode_key(task_id, trial) in self._keys

@@ -17,6 +17,8 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+from flatscore.tracking.redact import redact_text
+
 _log = logging.getLogger(__name__)
 
 _MAX_TEXT = 4000
@@ -24,18 +26,24 @@ _MAX_TEXT = 4000
 
 @contextlib.contextmanager
 def _global_tracking(uri: str) -> Iterator[None]:
-    """Point MLflow's global tracking URI (hence the tracer's exporter) at ``uri``, then put
-    back both the module global and the ``MLFLOW_TRACKING_URI`` env var exactly as they were."""
-    import mlflow
-    from mlflow.tracking._tracking_service import utils as tsu
+    """Point MLflow's global tracking URI (hence the tracer's exporter) at ``uri``, then put it back.
 
-    prev_global = tsu._tracking_uri
+    The tracer exports to the global URI only (a trace destination names an experiment, not a
+    store), so it is switched for the call. Only public API is used: ``mlflow.set_tracking_uri``
+    also exports the URI as ``MLFLOW_TRACKING_URI``, so an unset variable before the call means
+    no URI had been set, and MLflow is put back to "unset" (``set_tracking_uri(None)``, which
+    MLflow handles as such); otherwise to the URI it resolved before. The variable itself is
+    restored exactly as it was.
+    """
+    import mlflow
+
     prev_env = os.environ.get("MLFLOW_TRACKING_URI")
+    prev_uri = mlflow.get_tracking_uri() if prev_env is not None else None
     mlflow.set_tracking_uri(uri)
     try:
         yield
     finally:
-        mlflow.set_tracking_uri(prev_global)
+        mlflow.set_tracking_uri(prev_uri)
         if prev_env is None:
             os.environ.pop("MLFLOW_TRACKING_URI", None)
         else:
@@ -43,13 +51,11 @@ def _global_tracking(uri: str) -> Iterator[None]:
 
 
 def _clip(value: Any, secrets: list[str]) -> Any:
-    from flatscore.tracking.cell_logger import _redact_text
-
     if isinstance(value, (dict, list)):
         text = json.dumps(value, ensure_ascii=False, default=str)
     else:
         text = "" if value is None else str(value)
-    text = _redact_text(text, secrets)
+    text = redact_text(text, secrets)
     return text if len(text) <= _MAX_TEXT else text[:_MAX_TEXT] + "...[clipped]"
 
 
