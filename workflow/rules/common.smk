@@ -1,4 +1,8 @@
-"""Config validation, the list of cells, and path helpers shared by every stage."""
+"""Config validation, the list of cells, and path helpers shared by every stage.
+
+Every default lives in workflow/schemas/config.schema.yaml, and only there: validate() fills each
+one into ``config``, so the rules read ``config[key]`` and carry no default of their own.
+"""
 
 import json
 import shlex
@@ -10,25 +14,24 @@ validate(config, schema="../schemas/config.schema.yaml")
 
 RESULTS = config["results"].rstrip("/")
 STUDY = config["study"]
-TRACKING = config.get("tracking", {}) or {}
-BACKEND = config.get("backend", {}) or {}
-TRIALS = int(config["trials"])
-SHARDS = int(config.get("trial_shards", 1))
+TRACKING = config["tracking"]
+BACKEND = config["backend"]
+TRIALS = config["trials"]
+SHARDS = config["trial_shards"]
 if SHARDS > TRIALS:
     raise ValueError(f"config: trial_shards ({SHARDS}) must not exceed trials ({TRIALS})")
 LOGS = f"{RESULTS}/logs"
 #: Threads of the CPU-heavy jobs (training, quantization, in-process inference); Snakemake
 #: scales them down to --cores. Not workflow.cores: that is undefined under --report and SLURM.
-THREADS = int(config.get("threads_per_job", 2))
+THREADS = config["threads_per_job"]
 
 # Software of each rule, for --sdm conda / --sdm apptainer (paths relative to workflow/rules/).
 # CPU stages use the runtime environment; inference and quantization the GPU one. The images
 # are built from containers/ (see docs/scale-out.md); config.containers names where they are.
-CONTAINERS = config.get("containers", {}) or {}
 CONDA_ENV = "../../envs/flatscore.yaml"
 GPU_CONDA_ENV = "../../envs/inference.yaml"
-CONTAINER = CONTAINERS.get("runtime", "containers/flatscore-runtime.sif")
-GPU_CONTAINER = CONTAINERS.get("inference", "containers/flatscore-inference.sif")
+CONTAINER = config["containers"]["runtime"]
+GPU_CONTAINER = config["containers"]["inference"]
 
 
 wildcard_constraints:
@@ -91,7 +94,7 @@ def model_spec(model):
 def model_path(model, precision):
     """Where the model of a precision lives: a folder the workflow made, or a named checkpoint."""
     spec = model_spec(model)
-    if precision != "full" and precision in (spec.get("quantized") or {}):
+    if precision != "full" and precision in spec["quantized"]:
         return spec["quantized"][precision]
     if spec["kind"] == "hf" and precision == "full":
         return spec["id"]
@@ -101,7 +104,7 @@ def model_path(model, precision):
 def model_marker(model, precision):
     """The file a model rule leaves (none for a named checkpoint the workflow does not build)."""
     spec = model_spec(model)
-    if precision != "full" and precision in (spec.get("quantized") or {}):
+    if precision != "full" and precision in spec["quantized"]:
         return []
     if spec["kind"] == "hf" and precision == "full":
         return []
@@ -109,13 +112,13 @@ def model_marker(model, precision):
 
 
 def tracking_uri_arg():
-    uri = TRACKING.get("uri")
+    uri = TRACKING["uri"]
     return f"--tracking-uri {uri}" if uri else ""
 
 
 #: One server per (model, precision), shared by all its episode shards (a service job in the
 #: "inference" group), unless backend.shared_server is false (then each job serves its own).
-SHARED_SERVER = bool(BACKEND.get("serve")) and not BACKEND.get("base_url") and BACKEND.get("shared_server", True)
+SHARED_SERVER = bool(BACKEND["serve"]) and not BACKEND["base_url"] and BACKEND["shared_server"]
 
 
 def server_announcement(model, precision):
@@ -124,7 +127,7 @@ def server_announcement(model, precision):
 
 def server_args():
     """The serve flags (``flatscore serve`` and ``flatscore episodes --serve``) from backend config."""
-    vllm = BACKEND.get("vllm", {}) or {}
+    vllm = BACKEND["vllm"]  # a setting left out keeps vLLM's own default: no flag
     args = [f"--serve {BACKEND['serve']}"]
     if "gpu_memory_utilization" in vllm:
         args.append(f"--vllm-gpu-memory-utilization {vllm['gpu_memory_utilization']}")
@@ -132,7 +135,7 @@ def server_args():
         args.append(f"--vllm-max-model-len {vllm['max_model_len']}")
     if "tensor_parallel_size" in vllm:
         args.append(f"--vllm-tensor-parallel-size {vllm['tensor_parallel_size']}")
-    args.extend(f"--vllm-arg={a}" for a in vllm.get("extra_args", []))
+    args.extend(f"--vllm-arg={a}" for a in vllm["extra_args"])
     return " ".join(args)
 
 
@@ -146,34 +149,34 @@ def episodes_args(wc):
         f"--trials {count}",
         f"--first-trial {first}",
         f"--seed {config['seed']}",
-        f"--max-steps {config.get('max_steps', 200)}",
+        f"--max-steps {config['max_steps']}",
         f"--study {STUDY}",
-        f"--experiment {TRACKING.get('experiment', STUDY)}",
+        f"--experiment {TRACKING['experiment']}",
         "--agent llm",
         f"--model {model_path(wc.model, wc.precision)}",
         f"--model-name {wc.model}",
         f"--precision {wc.precision}",
-        f"--backend {BACKEND.get('kind', 'transformers')}",
-        f"--max-in-flight {BACKEND.get('max_in_flight', 8)}",
-        f"--max-new-tokens {BACKEND.get('max_new_tokens', 256)}",
+        f"--backend {BACKEND['kind']}",
+        f"--max-in-flight {BACKEND['max_in_flight']}",
+        f"--max-new-tokens {BACKEND['max_new_tokens']}",
         f"--prompt {spec.get('prompt', 'compact' if spec['kind'] == 'demo' else 'full')}",
         "--log-mlflow --no-progress --supersede",
     ]
-    if config.get("split"):
+    if config["split"]:
         args.append(f"--split {config['split']}")
-    if config.get("tasks_per_domain"):
+    if config["tasks_per_domain"]:
         args.append(f"--tasks first:{config['tasks_per_domain']}")
     if wc.repair == "on":
         args.append("--repair")
-    if config.get("tau2_compat"):
+    if config["tau2_compat"]:
         args.append("--tau2-compat")
-    if BACKEND.get("base_url"):
+    if BACKEND["base_url"]:
         args.append(f"--base-url {BACKEND['base_url']}")
     elif SHARED_SERVER:
         args.append(f"--base-url-file {server_announcement(wc.model, wc.precision)}")
-    elif BACKEND.get("serve"):
+    elif BACKEND["serve"]:
         args.append(server_args())
-    if spec.get("served_model"):
+    if spec["served_model"]:
         args.append(f"--served-model {spec['served_model']}")
     uri = tracking_uri_arg()
     if uri:

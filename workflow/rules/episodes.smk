@@ -40,8 +40,8 @@ rule serve_model:
         GPU_CONTAINER
     params:
         model=lambda wc: model_path(wc.model, wc.precision),
-        served=lambda wc: model_spec(wc.model).get("served_model", model_path(wc.model, wc.precision)),
-        args=server_args() if BACKEND.get("serve") else "",
+        served=lambda wc: model_spec(wc.model)["served_model"] or model_path(wc.model, wc.precision),
+        args=server_args() if BACKEND["serve"] else "",
     shell:
         "exec flatscore serve --model {params.model} --served-model {params.served} {params.args} "
         "--announce {output.announce} > {log} 2>&1"
@@ -63,7 +63,7 @@ rule episodes:
         GPU_CONDA_ENV
     container:
         GPU_CONTAINER
-    threads: THREADS if BACKEND.get("kind", "transformers") == "transformers" else 1
+    threads: THREADS if BACKEND["kind"] == "transformers" else 1
     resources:
         mem_mb=4000,
     params:
@@ -88,7 +88,7 @@ rule sync_tracking:
         CONTAINER
     params:
         uri=tracking_uri_arg(),
-        experiment=TRACKING.get("experiment", STUDY),
+        experiment=TRACKING["experiment"],
         results=lambda wc, input: str(Path(input.store).parent.parent),
     shell:
         "flatscore sync --results {params.results} {params.uri} --experiment {params.experiment} "

@@ -22,8 +22,8 @@ rule quantize:
         source=lambda wc: model_path(wc.model, "full"),
         out=lambda wc, output: str(Path(output.manifest).parent),
         scheme=lambda wc: config["quantization"][wc.precision]["scheme"],
-        group_size=lambda wc: config["quantization"][wc.precision].get("group_size", 32),
-        n_calibration=config.get("quantization", {}).get("n_calibration", 64),
+        group_size=lambda wc: config["quantization"][wc.precision]["group_size"],
+        n_calibration=config["quantization"]["n_calibration"],
     shell:
         "flatscore quantize --model {params.source} --out {params.out} --scheme {params.scheme} "
         "--group-size {params.group_size} --calibration {input.calibration} "
