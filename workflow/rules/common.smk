@@ -159,7 +159,7 @@ def episodes_args(wc):
         f"--backend {BACKEND['kind']}",
         f"--max-in-flight {BACKEND['max_in_flight']}",
         f"--max-new-tokens {BACKEND['max_new_tokens']}",
-        f"--prompt {spec.get('prompt', 'compact' if spec['kind'] == 'demo' else 'full')}",
+        f"--prompt {spec['prompt']}",
         "--log-mlflow --no-progress --supersede",
     ]
     if config["split"]:

@@ -32,7 +32,7 @@ rule expert_demos:
         CONTAINER
     params:
         domains=lambda wc: " ".join(f"--domain {d}={domain_data(d)}" for d in config["domains"]),
-        prompt=lambda wc: model_spec(wc.model).get("prompt", "compact"),
+        prompt=lambda wc: model_spec(wc.model)["prompt"],
         augment=lambda wc: model_spec(wc.model)["augment_dbs"],
     shell:
         "flatscore demos {params.domains} --split train --prompt {params.prompt} --augment-dbs {params.augment} "
