@@ -3,7 +3,7 @@
 
 rule aggregate:
     input:
-        metrics=[f"{cell}/metrics.json" for cell in all_cells()],
+        metrics=all_cells(rules.episodes.output.metrics),
     output:
         summary=report(f"{RESULTS}/aggregate/summary.md", category="Summary"),
         success=report(f"{RESULTS}/aggregate/success.csv", category="Tables"),

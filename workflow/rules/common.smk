@@ -2,13 +2,19 @@
 
 Every default lives in workflow/schemas/config.schema.yaml, and only there: validate() fills each
 one into ``config``, so the rules read ``config[key]`` and carry no default of their own.
+
+Every path is written once, as the output of the rule that makes it; a later stage names it as
+``rules.<rule>.output.<key>`` (filled in with ``expand`` where it has wildcards).
 """
 
+import itertools
 import json
 import shlex
 from pathlib import Path
 
 from snakemake.utils import validate
+
+from flatscore.engine.cell_folder import METRICS_FILE
 
 validate(config, schema="../schemas/config.schema.yaml")
 
@@ -32,6 +38,9 @@ CONDA_ENV = "../../envs/flatscore.yaml"
 GPU_CONDA_ENV = "../../envs/inference.yaml"
 CONTAINER = config["containers"]["runtime"]
 GPU_CONTAINER = config["containers"]["inference"]
+#: The file every model folder the workflow builds holds: flatscore.models.manifest.MANIFEST_NAME,
+#: written out because importing flatscore.models loads torch (seconds on every parse).
+MANIFEST_FILE = "flatscore_manifest.json"
 
 
 wildcard_constraints:
@@ -55,21 +64,27 @@ def shard_trials(shard):
     return first, base + (1 if shard < extra else 0)
 
 
-def cell_dir(model, precision, domain, budget, repair, shard):
-    return f"{RESULTS}/cells/{model}/{precision}/{domain}/K{budget}/repair-{repair}/shard{shard}"
+def all_cells(pattern):
+    """``pattern`` (a cell's file, rules.episodes.output.<key>) for every cell of
+    model x precision x domain x budget x repair x trial shard, in that order."""
+    return [
+        expand(pattern, model=m, precision=p, domain=d, budget=b, repair=repair_label(r), shard=s)[0]
+        for m, p, d, b, r, s in itertools.product(
+            config["models"],
+            config["precisions"],
+            config["domains"],
+            config["budgets"],
+            config["repair"],
+            range(SHARDS),
+        )
+    ]
 
 
-def all_cells():
-    """Every cell of model x precision x domain x budget x repair x trial shard."""
-    cells = []
-    for model in config["models"]:
-        for precision in config["precisions"]:
-            for domain in config["domains"]:
-                for budget in config["budgets"]:
-                    for repair in config["repair"]:
-                        for shard in range(SHARDS):
-                            cells.append(cell_dir(model, precision, domain, budget, repair_label(repair), shard))
-    return cells
+def domain_marker(domain):
+    """The generated domain's tasks file (rule generate_domain); none for a user's data folder."""
+    if config["domains"][domain]["source"] == "path":
+        return []
+    return expand(rules.generate_domain.output.tasks, domain=domain)[0]
 
 
 def domain_data(domain):
@@ -77,38 +92,35 @@ def domain_data(domain):
     spec = config["domains"][domain]
     if spec["source"] == "path":
         return spec["path"]
-    return f"{RESULTS}/data/{domain}"
-
-
-def domain_marker(domain):
-    spec = config["domains"][domain]
-    if spec["source"] == "path":
-        return []
-    return f"{RESULTS}/data/{domain}/tasks.json"
+    return str(Path(domain_marker(domain)).parent)
 
 
 def model_spec(model):
     return config["models"][model]
 
 
-def model_path(model, precision):
-    """Where the model of a precision lives: a folder the workflow made, or a named checkpoint."""
+def named_checkpoint(model, precision):
+    """The checkpoint the config names for a model's precision (an hf model's id for full, an entry of
+    its ``quantized`` otherwise), or None: the workflow builds that model."""
     spec = model_spec(model)
-    if precision != "full" and precision in spec["quantized"]:
-        return spec["quantized"][precision]
-    if spec["kind"] == "hf" and precision == "full":
-        return spec["id"]
-    return f"{RESULTS}/models/{model}/{precision}"
+    if precision == "full":
+        return spec["id"] if spec["kind"] == "hf" else None
+    return spec["quantized"][precision] if precision in spec["quantized"] else None
 
 
 def model_marker(model, precision):
-    """The file a model rule leaves (none for a named checkpoint the workflow does not build)."""
-    spec = model_spec(model)
-    if precision != "full" and precision in spec["quantized"]:
+    """The manifest a model rule leaves (train_demo, quantize); none for a named checkpoint."""
+    if named_checkpoint(model, precision) is not None:
         return []
-    if spec["kind"] == "hf" and precision == "full":
-        return []
-    return f"{RESULTS}/models/{model}/{precision}/flatscore_manifest.json"
+    if precision == "full":
+        return expand(rules.train_demo.output.manifest, model=model)[0]
+    return expand(rules.quantize.output.manifest, model=model, precision=precision)[0]
+
+
+def model_path(model, precision):
+    """Where the model of a precision lives: a named checkpoint, or the folder the workflow made."""
+    named = named_checkpoint(model, precision)
+    return named if named is not None else str(Path(model_marker(model, precision)).parent)
 
 
 def tracking_uri_arg():
@@ -119,10 +131,6 @@ def tracking_uri_arg():
 #: One server per (model, precision), shared by all its episode shards (a service job in the
 #: "inference" group), unless backend.shared_server is false (then each job serves its own).
 SHARED_SERVER = bool(BACKEND["serve"]) and not BACKEND["base_url"] and BACKEND["shared_server"]
-
-
-def server_announcement(model, precision):
-    return f"{RESULTS}/serving/{model}/{precision}/server.json"
 
 
 def server_args():
@@ -139,7 +147,7 @@ def server_args():
     return " ".join(args)
 
 
-def episodes_args(wc):
+def episodes_args(wc, input):
     spec = model_spec(wc.model)
     first, count = shard_trials(wc.shard)
     args = [
@@ -173,7 +181,7 @@ def episodes_args(wc):
     if BACKEND["base_url"]:
         args.append(f"--base-url {BACKEND['base_url']}")
     elif SHARED_SERVER:
-        args.append(f"--base-url-file {server_announcement(wc.model, wc.precision)}")
+        args.append(f"--base-url-file {input.server}")
     elif BACKEND["serve"]:
         args.append(server_args())
     if spec["served_model"]:

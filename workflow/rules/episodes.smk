@@ -51,10 +51,10 @@ rule episodes:
     input:
         data=lambda wc: domain_marker(wc.domain),
         model=lambda wc: model_marker(wc.model, wc.precision),
-        store=f"{RESULTS}/tracking/store.json",
-        server=lambda wc: server_announcement(wc.model, wc.precision) if SHARED_SERVER else [],
+        store=rules.tracking_store.output.ready,
+        server=lambda wc: expand(rules.serve_model.output.announce, **wc) if SHARED_SERVER else [],
     output:
-        metrics=f"{RESULTS}/cells/{{model}}/{{precision}}/{{domain}}/K{{budget}}/repair-{{repair}}/shard{{shard}}/metrics.json",
+        metrics=f"{RESULTS}/cells/{{model}}/{{precision}}/{{domain}}/K{{budget}}/repair-{{repair}}/shard{{shard}}/{METRICS_FILE}",
     log:
         f"{LOGS}/episodes/{{model}}-{{precision}}-{{domain}}-K{{budget}}-repair-{{repair}}-shard{{shard}}.log",
     group:
@@ -76,8 +76,8 @@ rule episodes:
 rule sync_tracking:
     """Log any cell the store missed (it was unreachable while the cell ran): each exactly once."""
     input:
-        metrics=[f"{cell}/metrics.json" for cell in all_cells()],
-        store=f"{RESULTS}/tracking/store.json",
+        metrics=all_cells(rules.episodes.output.metrics),
+        store=rules.tracking_store.output.ready,
     output:
         counts=f"{RESULTS}/tracking/sync.json",
     log:

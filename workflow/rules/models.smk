@@ -41,9 +41,9 @@ rule expert_demos:
 
 rule train_demo:
     input:
-        demos=f"{RESULTS}/demos/{{model}}.jsonl",
+        demos=rules.expert_demos.output.demos,
     output:
-        manifest=f"{RESULTS}/models/{{model}}/full/flatscore_manifest.json",
+        manifest=f"{RESULTS}/models/{{model}}/full/{MANIFEST_FILE}",
     log:
         f"{LOGS}/train_demo/{{model}}.log",
     conda:

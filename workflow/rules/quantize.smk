@@ -4,9 +4,9 @@
 rule quantize:
     input:
         full=lambda wc: model_marker(wc.model, "full"),
-        calibration=f"{RESULTS}/demos/{{model}}.jsonl",
+        calibration=rules.expert_demos.output.demos,
     output:
-        manifest=f"{RESULTS}/models/{{model}}/{{precision}}/flatscore_manifest.json",
+        manifest=f"{RESULTS}/models/{{model}}/{{precision}}/{MANIFEST_FILE}",
     log:
         f"{LOGS}/quantize/{{model}}-{{precision}}.log",
     wildcard_constraints:
