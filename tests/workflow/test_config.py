@@ -5,6 +5,7 @@ Fast: Snakemake only plans here (dry runs, ``-n -p`` prints the shell commands),
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -14,6 +15,8 @@ import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parents[2]
+SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
+README = REPO / "config" / "README.md"
 
 
 def dry_run(workdir: Path, config: dict) -> str:
@@ -78,6 +81,45 @@ def test_one_prompt_default_for_calibration_and_episodes(tmp_path):
     assert "flatscore quantize --model org/big" in output, "the hf model is quantized, calibrated on its demos"
     assert prompts(output, "big") == {"demos": {"full"}, "episodes": {"full"}}
     assert prompts(output, "demo") == {"demos": {"compact"}, "episodes": {"compact"}}
+
+
+def schema_properties(node: dict, prefix: str = "", defs: dict | None = None) -> dict[str, dict]:
+    """Every property of the schema by path (``<name>`` for a free key: a domain, a model)."""
+    defs = defs if defs is not None else node.get("$defs", {})
+    if "$ref" in node:
+        node = defs[node["$ref"].split("/")[-1]]
+    found = {}
+    for key, sub in node.get("properties", {}).items():
+        path = f"{prefix}.{key}" if prefix else key
+        found[path] = sub
+        found.update(schema_properties(sub, path, defs))
+    if isinstance(node.get("additionalProperties"), dict) and node["additionalProperties"].get("properties"):
+        found.update(schema_properties(node["additionalProperties"], f"{prefix}.<name>", defs))
+    return found
+
+
+def readme_rows() -> dict[str, list[str]]:
+    """config/README.md's table rows by key: ``| `key` | type | default | what it changes | identity |``."""
+    rows = {}
+    for line in README.read_text().splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split(" | ")]
+        if line.startswith("| `") and len(cells) == 5:
+            rows[cells[0].strip("`")] = cells
+    return rows
+
+
+def test_every_config_key_is_documented_with_its_default():
+    """config/README.md has a row for every property of the schema, and each default it gives is the
+    schema's, so the two cannot drift apart."""
+    properties = schema_properties(yaml.safe_load(SCHEMA.read_text()))
+    assert len(properties) > 40
+    rows = readme_rows()
+    missing = [path for path in properties if path not in rows]
+    assert not missing, f"config/README.md does not describe: {missing}"
+    for path, node in properties.items():
+        if "default" in node:
+            assert f"`{json.dumps(node['default'])}`" in rows[path][2], (path, node["default"], rows[path][2])
+    assert not set(rows) - set(properties), "config/README.md describes keys the schema does not have"
 
 
 @pytest.mark.parametrize(
