@@ -23,6 +23,6 @@ include: "workflow/rules/report.smk"
 rule all:
     default_target: True
     input:
-        summary=f"{RESULTS}/aggregate/summary.md",
-        report=f"{RESULTS}/report/index.md",
-        tracking=f"{RESULTS}/tracking/sync.json",
+        summary=rules.aggregate.output.summary,
+        report=rules.report.output.index,
+        tracking=rules.sync_tracking.output.counts,

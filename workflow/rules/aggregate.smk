@@ -3,7 +3,7 @@
 
 rule aggregate:
     input:
-        metrics=[f"{cell}/metrics.json" for cell in all_cells()],
+        metrics=all_cells(rules.episodes.output.metrics),
     output:
         summary=report(f"{RESULTS}/aggregate/summary.md", category="Summary"),
         success=report(f"{RESULTS}/aggregate/success.csv", category="Tables"),
@@ -25,9 +25,9 @@ rule aggregate:
     params:
         cells=lambda wc, input: " ".join(str(Path(m).parent) for m in input.metrics),
         study=shlex.quote(json.dumps(config, sort_keys=True)),
-        margin=config.get("analysis", {}).get("equivalence_margin", 0.075),
+        margin=config["analysis"]["equivalence_margin"],
         out=lambda wc, output: str(Path(output.summary).parent),
-        gaps=" ".join(str(g) for g in config.get("analysis", {}).get("power_gaps", [0.05, 0.10, 0.15])),
+        gaps=" ".join(str(g) for g in config["analysis"]["power_gaps"]),
     shell:
         "flatscore aggregate --cells {params.cells} --out {params.out} --config {params.study} "
         "--equivalence-margin {params.margin} --power-gaps {params.gaps} > {log} 2>&1"

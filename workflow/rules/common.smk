@@ -1,34 +1,46 @@
-"""Config validation, the list of cells, and path helpers shared by every stage."""
+"""Config validation, the list of cells, and path helpers shared by every stage.
 
+Every default lives in workflow/schemas/config.schema.yaml, and only there: validate() fills each
+one into ``config``, so the rules read ``config[key]`` and carry no default of their own.
+
+Every path is written once, as the output of the rule that makes it; a later stage names it as
+``rules.<rule>.output.<key>`` (filled in with ``expand`` where it has wildcards).
+"""
+
+import itertools
 import json
 import shlex
 from pathlib import Path
 
 from snakemake.utils import validate
 
+from flatscore.engine.cell_folder import METRICS_FILE
+
 validate(config, schema="../schemas/config.schema.yaml")
 
 RESULTS = config["results"].rstrip("/")
 STUDY = config["study"]
-TRACKING = config.get("tracking", {}) or {}
-BACKEND = config.get("backend", {}) or {}
-TRIALS = int(config["trials"])
-SHARDS = int(config.get("trial_shards", 1))
+TRACKING = config["tracking"]
+BACKEND = config["backend"]
+TRIALS = config["trials"]
+SHARDS = config["trial_shards"]
 if SHARDS > TRIALS:
     raise ValueError(f"config: trial_shards ({SHARDS}) must not exceed trials ({TRIALS})")
 LOGS = f"{RESULTS}/logs"
 #: Threads of the CPU-heavy jobs (training, quantization, in-process inference); Snakemake
 #: scales them down to --cores. Not workflow.cores: that is undefined under --report and SLURM.
-THREADS = int(config.get("threads_per_job", 2))
+THREADS = config["threads_per_job"]
 
 # Software of each rule, for --sdm conda / --sdm apptainer (paths relative to workflow/rules/).
 # CPU stages use the runtime environment; inference and quantization the GPU one. The images
 # are built from containers/ (see docs/scale-out.md); config.containers names where they are.
-CONTAINERS = config.get("containers", {}) or {}
 CONDA_ENV = "../../envs/flatscore.yaml"
 GPU_CONDA_ENV = "../../envs/inference.yaml"
-CONTAINER = CONTAINERS.get("runtime", "containers/flatscore-runtime.sif")
-GPU_CONTAINER = CONTAINERS.get("inference", "containers/flatscore-inference.sif")
+CONTAINER = config["containers"]["runtime"]
+GPU_CONTAINER = config["containers"]["inference"]
+#: The file every model folder the workflow builds holds: flatscore.models.manifest.MANIFEST_NAME,
+#: written out because importing flatscore.models loads torch (seconds on every parse).
+MANIFEST_FILE = "flatscore_manifest.json"
 
 
 wildcard_constraints:
@@ -52,21 +64,27 @@ def shard_trials(shard):
     return first, base + (1 if shard < extra else 0)
 
 
-def cell_dir(model, precision, domain, budget, repair, shard):
-    return f"{RESULTS}/cells/{model}/{precision}/{domain}/K{budget}/repair-{repair}/shard{shard}"
+def all_cells(pattern):
+    """``pattern`` (a cell's file, rules.episodes.output.<key>) for every cell of
+    model x precision x domain x budget x repair x trial shard, in that order."""
+    return [
+        expand(pattern, model=m, precision=p, domain=d, budget=b, repair=repair_label(r), shard=s)[0]
+        for m, p, d, b, r, s in itertools.product(
+            config["models"],
+            config["precisions"],
+            config["domains"],
+            config["budgets"],
+            config["repair"],
+            range(SHARDS),
+        )
+    ]
 
 
-def all_cells():
-    """Every cell of model x precision x domain x budget x repair x trial shard."""
-    cells = []
-    for model in config["models"]:
-        for precision in config["precisions"]:
-            for domain in config["domains"]:
-                for budget in config["budgets"]:
-                    for repair in config["repair"]:
-                        for shard in range(SHARDS):
-                            cells.append(cell_dir(model, precision, domain, budget, repair_label(repair), shard))
-    return cells
+def domain_marker(domain):
+    """The generated domain's tasks file (rule generate_domain); none for a user's data folder."""
+    if config["domains"][domain]["source"] == "path":
+        return []
+    return expand(rules.generate_domain.output.tasks, domain=domain)[0]
 
 
 def domain_data(domain):
@@ -74,57 +92,50 @@ def domain_data(domain):
     spec = config["domains"][domain]
     if spec["source"] == "path":
         return spec["path"]
-    return f"{RESULTS}/data/{domain}"
-
-
-def domain_marker(domain):
-    spec = config["domains"][domain]
-    if spec["source"] == "path":
-        return []
-    return f"{RESULTS}/data/{domain}/tasks.json"
+    return str(Path(domain_marker(domain)).parent)
 
 
 def model_spec(model):
     return config["models"][model]
 
 
-def model_path(model, precision):
-    """Where the model of a precision lives: a folder the workflow made, or a named checkpoint."""
+def named_checkpoint(model, precision):
+    """The checkpoint the config names for a model's precision (an hf model's id for full, an entry of
+    its ``quantized`` otherwise), or None: the workflow builds that model."""
     spec = model_spec(model)
-    if precision != "full" and precision in (spec.get("quantized") or {}):
-        return spec["quantized"][precision]
-    if spec["kind"] == "hf" and precision == "full":
-        return spec["id"]
-    return f"{RESULTS}/models/{model}/{precision}"
+    if precision == "full":
+        return spec["id"] if spec["kind"] == "hf" else None
+    return spec["quantized"][precision] if precision in spec["quantized"] else None
 
 
 def model_marker(model, precision):
-    """The file a model rule leaves (none for a named checkpoint the workflow does not build)."""
-    spec = model_spec(model)
-    if precision != "full" and precision in (spec.get("quantized") or {}):
+    """The manifest a model rule leaves (train_demo, quantize); none for a named checkpoint."""
+    if named_checkpoint(model, precision) is not None:
         return []
-    if spec["kind"] == "hf" and precision == "full":
-        return []
-    return f"{RESULTS}/models/{model}/{precision}/flatscore_manifest.json"
+    if precision == "full":
+        return expand(rules.train_demo.output.manifest, model=model)[0]
+    return expand(rules.quantize.output.manifest, model=model, precision=precision)[0]
+
+
+def model_path(model, precision):
+    """Where the model of a precision lives: a named checkpoint, or the folder the workflow made."""
+    named = named_checkpoint(model, precision)
+    return named if named is not None else str(Path(model_marker(model, precision)).parent)
 
 
 def tracking_uri_arg():
-    uri = TRACKING.get("uri")
+    uri = TRACKING["uri"]
     return f"--tracking-uri {uri}" if uri else ""
 
 
 #: One server per (model, precision), shared by all its episode shards (a service job in the
 #: "inference" group), unless backend.shared_server is false (then each job serves its own).
-SHARED_SERVER = bool(BACKEND.get("serve")) and not BACKEND.get("base_url") and BACKEND.get("shared_server", True)
-
-
-def server_announcement(model, precision):
-    return f"{RESULTS}/serving/{model}/{precision}/server.json"
+SHARED_SERVER = bool(BACKEND["serve"]) and not BACKEND["base_url"] and BACKEND["shared_server"]
 
 
 def server_args():
     """The serve flags (``flatscore serve`` and ``flatscore episodes --serve``) from backend config."""
-    vllm = BACKEND.get("vllm", {}) or {}
+    vllm = BACKEND["vllm"]  # a setting left out keeps vLLM's own default: no flag
     args = [f"--serve {BACKEND['serve']}"]
     if "gpu_memory_utilization" in vllm:
         args.append(f"--vllm-gpu-memory-utilization {vllm['gpu_memory_utilization']}")
@@ -132,11 +143,11 @@ def server_args():
         args.append(f"--vllm-max-model-len {vllm['max_model_len']}")
     if "tensor_parallel_size" in vllm:
         args.append(f"--vllm-tensor-parallel-size {vllm['tensor_parallel_size']}")
-    args.extend(f"--vllm-arg={a}" for a in vllm.get("extra_args", []))
+    args.extend(f"--vllm-arg={a}" for a in vllm["extra_args"])
     return " ".join(args)
 
 
-def episodes_args(wc):
+def episodes_args(wc, input):
     spec = model_spec(wc.model)
     first, count = shard_trials(wc.shard)
     args = [
@@ -146,34 +157,34 @@ def episodes_args(wc):
         f"--trials {count}",
         f"--first-trial {first}",
         f"--seed {config['seed']}",
-        f"--max-steps {config.get('max_steps', 200)}",
+        f"--max-steps {config['max_steps']}",
         f"--study {STUDY}",
-        f"--experiment {TRACKING.get('experiment', STUDY)}",
+        f"--experiment {TRACKING['experiment']}",
         "--agent llm",
         f"--model {model_path(wc.model, wc.precision)}",
         f"--model-name {wc.model}",
         f"--precision {wc.precision}",
-        f"--backend {BACKEND.get('kind', 'transformers')}",
-        f"--max-in-flight {BACKEND.get('max_in_flight', 8)}",
-        f"--max-new-tokens {BACKEND.get('max_new_tokens', 256)}",
-        f"--prompt {spec.get('prompt', 'compact' if spec['kind'] == 'demo' else 'full')}",
+        f"--backend {BACKEND['kind']}",
+        f"--max-in-flight {BACKEND['max_in_flight']}",
+        f"--max-new-tokens {BACKEND['max_new_tokens']}",
+        f"--prompt {spec['prompt']}",
         "--log-mlflow --no-progress --supersede",
     ]
-    if config.get("split"):
+    if config["split"]:
         args.append(f"--split {config['split']}")
-    if config.get("tasks_per_domain"):
+    if config["tasks_per_domain"]:
         args.append(f"--tasks first:{config['tasks_per_domain']}")
     if wc.repair == "on":
         args.append("--repair")
-    if config.get("tau2_compat"):
+    if config["tau2_compat"]:
         args.append("--tau2-compat")
-    if BACKEND.get("base_url"):
+    if BACKEND["base_url"]:
         args.append(f"--base-url {BACKEND['base_url']}")
     elif SHARED_SERVER:
-        args.append(f"--base-url-file {server_announcement(wc.model, wc.precision)}")
-    elif BACKEND.get("serve"):
+        args.append(f"--base-url-file {input.server}")
+    elif BACKEND["serve"]:
         args.append(server_args())
-    if spec.get("served_model"):
+    if spec["served_model"]:
         args.append(f"--served-model {spec['served_model']}")
     uri = tracking_uri_arg()
     if uri:

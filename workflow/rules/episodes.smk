@@ -40,8 +40,8 @@ rule serve_model:
         GPU_CONTAINER
     params:
         model=lambda wc: model_path(wc.model, wc.precision),
-        served=lambda wc: model_spec(wc.model).get("served_model", model_path(wc.model, wc.precision)),
-        args=server_args() if BACKEND.get("serve") else "",
+        served=lambda wc: model_spec(wc.model)["served_model"] or model_path(wc.model, wc.precision),
+        args=server_args() if BACKEND["serve"] else "",
     shell:
         "exec flatscore serve --model {params.model} --served-model {params.served} {params.args} "
         "--announce {output.announce} > {log} 2>&1"
@@ -51,10 +51,10 @@ rule episodes:
     input:
         data=lambda wc: domain_marker(wc.domain),
         model=lambda wc: model_marker(wc.model, wc.precision),
-        store=f"{RESULTS}/tracking/store.json",
-        server=lambda wc: server_announcement(wc.model, wc.precision) if SHARED_SERVER else [],
+        store=rules.tracking_store.output.ready,
+        server=lambda wc: expand(rules.serve_model.output.announce, **wc) if SHARED_SERVER else [],
     output:
-        metrics=f"{RESULTS}/cells/{{model}}/{{precision}}/{{domain}}/K{{budget}}/repair-{{repair}}/shard{{shard}}/metrics.json",
+        metrics=f"{RESULTS}/cells/{{model}}/{{precision}}/{{domain}}/K{{budget}}/repair-{{repair}}/shard{{shard}}/{METRICS_FILE}",
     log:
         f"{LOGS}/episodes/{{model}}-{{precision}}-{{domain}}-K{{budget}}-repair-{{repair}}-shard{{shard}}.log",
     group:
@@ -63,7 +63,7 @@ rule episodes:
         GPU_CONDA_ENV
     container:
         GPU_CONTAINER
-    threads: THREADS if BACKEND.get("kind", "transformers") == "transformers" else 1
+    threads: THREADS if BACKEND["kind"] == "transformers" else 1
     resources:
         mem_mb=4000,
     params:
@@ -76,8 +76,8 @@ rule episodes:
 rule sync_tracking:
     """Log any cell the store missed (it was unreachable while the cell ran): each exactly once."""
     input:
-        metrics=[f"{cell}/metrics.json" for cell in all_cells()],
-        store=f"{RESULTS}/tracking/store.json",
+        metrics=all_cells(rules.episodes.output.metrics),
+        store=rules.tracking_store.output.ready,
     output:
         counts=f"{RESULTS}/tracking/sync.json",
     log:
@@ -88,7 +88,7 @@ rule sync_tracking:
         CONTAINER
     params:
         uri=tracking_uri_arg(),
-        experiment=TRACKING.get("experiment", STUDY),
+        experiment=TRACKING["experiment"],
         results=lambda wc, input: str(Path(input.store).parent.parent),
     shell:
         "flatscore sync --results {params.results} {params.uri} --experiment {params.experiment} "

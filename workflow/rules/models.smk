@@ -12,8 +12,8 @@ rule generate_domain:
         CONTAINER
     params:
         out=lambda wc, output: str(Path(output.tasks).parent),
-        seed=lambda wc: config["domains"][wc.domain].get("seed", 0),
-        n_tasks=lambda wc: config["domains"][wc.domain].get("n_tasks", 120),
+        seed=lambda wc: config["domains"][wc.domain]["seed"],
+        n_tasks=lambda wc: config["domains"][wc.domain]["n_tasks"],
     shell:
         "flatscore generate-domain --domain {wildcards.domain} --out {params.out} "
         "--seed {params.seed} --n-tasks {params.n_tasks} > {log} 2>&1"
@@ -32,8 +32,8 @@ rule expert_demos:
         CONTAINER
     params:
         domains=lambda wc: " ".join(f"--domain {d}={domain_data(d)}" for d in config["domains"]),
-        prompt=lambda wc: model_spec(wc.model).get("prompt", "compact"),
-        augment=lambda wc: model_spec(wc.model).get("augment_dbs", 3),
+        prompt=lambda wc: model_spec(wc.model)["prompt"],
+        augment=lambda wc: model_spec(wc.model)["augment_dbs"],
     shell:
         "flatscore demos {params.domains} --split train --prompt {params.prompt} --augment-dbs {params.augment} "
         "--out {output.demos} > {log} 2>&1"
@@ -41,9 +41,9 @@ rule expert_demos:
 
 rule train_demo:
     input:
-        demos=f"{RESULTS}/demos/{{model}}.jsonl",
+        demos=rules.expert_demos.output.demos,
     output:
-        manifest=f"{RESULTS}/models/{{model}}/full/flatscore_manifest.json",
+        manifest=f"{RESULTS}/models/{{model}}/full/{MANIFEST_FILE}",
     log:
         f"{LOGS}/train_demo/{{model}}.log",
     conda:
@@ -55,9 +55,9 @@ rule train_demo:
         mem_mb=4000,
     params:
         out=lambda wc, output: str(Path(output.manifest).parent),
-        size=lambda wc: model_spec(wc.model).get("size", "default"),
-        seed=lambda wc: model_spec(wc.model).get("seed", 0),
-        max_seconds=lambda wc: model_spec(wc.model).get("max_seconds", 570),
+        size=lambda wc: model_spec(wc.model)["size"],
+        seed=lambda wc: model_spec(wc.model)["seed"],
+        max_seconds=lambda wc: model_spec(wc.model)["max_seconds"],
     shell:
         "flatscore train-demo --demos {input.demos} --out {params.out} --size {params.size} "
         "--seed {params.seed} --max-seconds {params.max_seconds} > {log} 2>&1"

@@ -4,9 +4,9 @@
 rule quantize:
     input:
         full=lambda wc: model_marker(wc.model, "full"),
-        calibration=f"{RESULTS}/demos/{{model}}.jsonl",
+        calibration=rules.expert_demos.output.demos,
     output:
-        manifest=f"{RESULTS}/models/{{model}}/{{precision}}/flatscore_manifest.json",
+        manifest=f"{RESULTS}/models/{{model}}/{{precision}}/{MANIFEST_FILE}",
     log:
         f"{LOGS}/quantize/{{model}}-{{precision}}.log",
     wildcard_constraints:
@@ -22,8 +22,8 @@ rule quantize:
         source=lambda wc: model_path(wc.model, "full"),
         out=lambda wc, output: str(Path(output.manifest).parent),
         scheme=lambda wc: config["quantization"][wc.precision]["scheme"],
-        group_size=lambda wc: config["quantization"][wc.precision].get("group_size", 32),
-        n_calibration=config.get("quantization", {}).get("n_calibration", 64),
+        group_size=lambda wc: config["quantization"][wc.precision]["group_size"],
+        n_calibration=config["quantization"]["n_calibration"],
     shell:
         "flatscore quantize --model {params.source} --out {params.out} --scheme {params.scheme} "
         "--group-size {params.group_size} --calibration {input.calibration} "

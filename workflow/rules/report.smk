@@ -6,8 +6,8 @@ report: "../report/workflow.rst"
 
 rule report:
     input:
-        summary=f"{RESULTS}/aggregate/summary.md",
-        plots=f"{RESULTS}/aggregate/plots",
+        summary=rules.aggregate.output.summary,
+        plots=rules.aggregate.output.plots,
     output:
         index=f"{RESULTS}/report/index.md",
     log:

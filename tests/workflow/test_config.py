@@ -1,0 +1,131 @@
+"""The study config: one default per key (the schema), what the rules make of it, and its documentation.
+
+Fast: Snakemake only plans here (dry runs, ``-n -p`` prints the shell commands), nothing runs.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
+README = REPO / "config" / "README.md"
+
+
+def dry_run(workdir: Path, config: dict) -> str:
+    """The shell commands Snakemake plans for ``config`` (nothing runs)."""
+    (workdir / "config.yaml").write_text(yaml.safe_dump(config))
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "snakemake",
+            "-s",
+            str(REPO / "Snakefile"),
+            "--directory",
+            str(workdir),
+            "--configfile",
+            str(workdir / "config.yaml"),
+            "-n",
+            "-p",
+            "--cores",
+            "2",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-4000:]
+    return result.stdout + result.stderr
+
+
+def prompts(output: str, model: str) -> dict[str, set[str]]:
+    """{command: --prompt values} of a model's demonstrations (AWQ calibration data) and episodes."""
+    found: dict[str, set[str]] = {"demos": set(), "episodes": set()}
+    for line in output.splitlines():
+        match = re.search(r"flatscore (demos|episodes) .*--prompt (\S+)", line)
+        if not match:
+            continue
+        command, prompt = match.groups()
+        mine = f"--out results/demos/{model}.jsonl" in line if command == "demos" else f"--model-name {model} " in line
+        if mine:
+            found[command].add(prompt)
+    return found
+
+
+def test_one_prompt_default_for_calibration_and_episodes(tmp_path):
+    """A model without ``prompt`` is calibrated (its demonstrations) and evaluated on the same prompt:
+    full for an ``hf`` model (it was compact for calibration, full for episodes), compact for the demo
+    model as before."""
+    config = {
+        "study": "prompt",
+        "results": "results",
+        "domains": {"retail": {"source": "path", "path": str(tmp_path / "retail")}},
+        "models": {"big": {"kind": "hf", "id": "org/big"}, "demo": {"kind": "demo"}},
+        "precisions": ["full", "int4"],
+        "quantization": {"int4": {"scheme": "w4a16"}},
+        "budgets": [10],
+        "repair": [False],
+        "trials": 1,
+        "seed": 0,
+        "backend": {"kind": "openai", "base_url": "http://127.0.0.1:8000"},
+    }
+    output = dry_run(tmp_path, config)
+    assert "flatscore quantize --model org/big" in output, "the hf model is quantized, calibrated on its demos"
+    assert prompts(output, "big") == {"demos": {"full"}, "episodes": {"full"}}
+    assert prompts(output, "demo") == {"demos": {"compact"}, "episodes": {"compact"}}
+
+
+def schema_properties(node: dict, prefix: str = "", defs: dict | None = None) -> dict[str, dict]:
+    """Every property of the schema by path (``<name>`` for a free key: a domain, a model)."""
+    defs = defs if defs is not None else node.get("$defs", {})
+    if "$ref" in node:
+        node = defs[node["$ref"].split("/")[-1]]
+    found = {}
+    for key, sub in node.get("properties", {}).items():
+        path = f"{prefix}.{key}" if prefix else key
+        found[path] = sub
+        found.update(schema_properties(sub, path, defs))
+    if isinstance(node.get("additionalProperties"), dict) and node["additionalProperties"].get("properties"):
+        found.update(schema_properties(node["additionalProperties"], f"{prefix}.<name>", defs))
+    return found
+
+
+def readme_rows() -> dict[str, list[str]]:
+    """config/README.md's table rows by key: ``| `key` | type | default | what it changes | identity |``."""
+    rows = {}
+    for line in README.read_text().splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split(" | ")]
+        if line.startswith("| `") and len(cells) == 5:
+            rows[cells[0].strip("`")] = cells
+    return rows
+
+
+def test_every_config_key_is_documented_with_its_default():
+    """config/README.md has a row for every property of the schema, and each default it gives is the
+    schema's, so the two cannot drift apart."""
+    properties = schema_properties(yaml.safe_load(SCHEMA.read_text()))
+    assert len(properties) > 40
+    rows = readme_rows()
+    missing = [path for path in properties if path not in rows]
+    assert not missing, f"config/README.md does not describe: {missing}"
+    for path, node in properties.items():
+        if "default" in node:
+            assert f"`{json.dumps(node['default'])}`" in rows[path][2], (path, node["default"], rows[path][2])
+    assert not set(rows) - set(properties), "config/README.md describes keys the schema does not have"
+
+
+@pytest.mark.parametrize(
+    "path", ["Snakefile", *sorted(str(p.relative_to(REPO)) for p in REPO.glob("workflow/rules/*.smk"))]
+)
+def test_rules_carry_no_defaults_of_their_own(path):
+    """Defaults live in the schema (validate fills them): a ``.get(key, default)`` in a rule is a copy that drifts."""
+    lines = [line for line in (REPO / path).read_text().splitlines() if re.search(r"\.get\(", line)]
+    assert not lines, f"{path}: read config[key] (the schema holds the default): {lines}"
