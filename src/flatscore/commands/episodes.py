@@ -78,7 +78,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     ep.add_argument("--study", default="flatscore")
     ep.add_argument("--tracking-uri", default=None, help="MLflow tracking URI (log the cell when done)")
     ep.add_argument("--log-mlflow", action="store_true", help="log to MLflow (default store if no --tracking-uri)")
-    ep.add_argument("--experiment", default="flatscore")
+    ep.add_argument("--experiment", default=schema_default("tracking", "experiment"))
     ep.add_argument("--no-progress", action="store_true")
     ep.set_defaults(func=cmd_episodes)
 

@@ -17,7 +17,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--config", default=None, help="study config (YAML or JSON file, or inline JSON) the cells must match"
     )
     p.add_argument("--equivalence-margin", type=float, default=schema_default("analysis", "equivalence_margin"))
-    p.add_argument("--power-gaps", type=float, nargs="*", default=[0.05, 0.10, 0.15])
+    p.add_argument("--power-gaps", type=float, nargs="*", default=schema_default("analysis", "power_gaps"))
     p.set_defaults(func=cmd_aggregate)
 
     p = sub.add_parser("report", help="the study's Markdown report page (summary, plots, where to browse runs)")

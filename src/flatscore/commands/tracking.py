@@ -7,6 +7,8 @@ import json
 import os
 from pathlib import Path
 
+from flatscore.config_defaults import schema_default
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("init-tracking", help="create the MLflow store once (before concurrent cells log into it)")
@@ -18,7 +20,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("sync", help="log every cell not yet in MLflow (after the store was unreachable)")
     p.add_argument("--results", default="results")
     p.add_argument("--tracking-uri", default=None)
-    p.add_argument("--experiment", default="flatscore")
+    p.add_argument("--experiment", default=schema_default("tracking", "experiment"))
     p.add_argument("--marker", default=None, help="file to write with the counts")
     p.set_defaults(func=cmd_sync)
 
