@@ -100,3 +100,37 @@ def test_snakefmt_clean() -> None:
         timeout=120,
     )
     assert res.returncode == 0, res.stdout + res.stderr
+
+
+#: Which packages each package may import (besides itself and the dependency-free top-level
+#: modules): data flows one way, domains -> engine -> tracking / analysis, with agents and
+#: backends beside the engine, and only the command line sees everything.
+ALLOWED_IMPORTS = {
+    "domains": set(),
+    "backends": set(),
+    "agents": {"domains", "backends"},
+    "engine": {"domains", "backends", "agents"},
+    "models": {"domains", "backends", "agents", "engine"},
+    "tracking": {"engine"},
+    "analysis": {"engine"},
+    "commands": {"domains", "backends", "agents", "engine", "models", "tracking", "analysis"},
+    "cli": {"commands"},
+}
+TOP_LEVEL = {"flatscore", "flatscore.atomic_write", "flatscore.config_defaults"}
+
+
+def _room(module: str) -> str:
+    return module.split(".")[1] if module not in TOP_LEVEL else ""
+
+
+def test_imports_flow_one_way() -> None:
+    wrong = []
+    for module, targets in import_graph().items():
+        room = _room(module)
+        for target in targets:
+            other = _room(target)
+            if module in TOP_LEVEL and target not in TOP_LEVEL:
+                wrong.append(f"{module} -> {target} (top-level modules import no package)")
+            elif room and other and other != room and other not in ALLOWED_IMPORTS[room]:
+                wrong.append(f"{module} -> {target}")
+    assert not wrong, "imports against the one-way flow (see docs/architecture.md):\n" + "\n".join(sorted(wrong))

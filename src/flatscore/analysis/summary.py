@@ -26,7 +26,8 @@ from pathlib import Path
 import numpy as np
 
 from flatscore.analysis.episodes_parser import CorruptRecordError, cell_arrays, parse_episodes
-from flatscore.engine.cell import episodes_sha256, write_atomic
+from flatscore.atomic_write import write_atomic
+from flatscore.engine.cell import episodes_sha256
 from flatscore.engine.cell_folder import EPISODES_FILE, SUMMARY_FILE, read_episode_records
 from flatscore.engine.records import CHANNELS
 

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from flatscore.atomic_write import write_json_atomic
 from flatscore.backends.serve import ManagedServer, transformers_serve_command, transformers_serve_env, vllm_command
-from flatscore.engine.cell import write_json_atomic
 
 
 class ServerNotReadyError(RuntimeError):

@@ -127,7 +127,7 @@ def _make_agent(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
             raise CLIError(f"--noise: {exc}") from None
         except ValueError as exc:
             raise CLIError(str(exc)) from None
-    from flatscore.agents.llm_factory import LLMAgentSettings, make_llm_agent
+    from flatscore.models.llm_factory import LLMAgentSettings, make_llm_agent
 
     return make_llm_agent(
         LLMAgentSettings(

@@ -10,10 +10,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 from pathlib import Path
-from typing import IO, Any, Callable
+from typing import Any
 
 from .. import __version__
 
@@ -39,33 +37,6 @@ def data_digest(data_dir: Path) -> str:
         digest.update(path.relative_to(data_dir).as_posix().encode())
         digest.update(hashlib.sha256(path.read_bytes()).digest())
     return digest.hexdigest()[:16]
-
-
-def write_atomic(path: Path, write: Callable[[IO[Any]], None], binary: bool = False) -> None:
-    """Call ``write`` on a temp file beside ``path``, fsync, then rename over ``path``, so
-    readers never see half a file and a failed write leaves the old one in place."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") if binary else os.fdopen(fd, "w", encoding="utf-8") as handle:
-            write(handle)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def write_json_atomic(path: Path, payload: Any) -> None:
-    """Write JSON atomically (see write_atomic)."""
-
-    def dump(handle: IO[Any]) -> None:
-        json.dump(payload, handle, indent=2, sort_keys=True, default=str)
-        handle.write("\n")
-
-    write_atomic(path, dump)
 
 
 def episodes_sha256(path: Path) -> str:

@@ -20,10 +20,11 @@ from typing import Any
 
 from flatscore.agents.base import Agent
 from flatscore.agents.users import ScriptedUser
+from flatscore.atomic_write import write_json_atomic
 from flatscore.backends.base import Backend
 from flatscore.domains.base import Domain
 from flatscore.domains.tasks import Task
-from flatscore.engine.cell import cell_hash, code_version, data_digest, write_json_atomic
+from flatscore.engine.cell import cell_hash, code_version, data_digest
 from flatscore.engine.cell_folder import (
     CELL_FILE,
     EPISODES_FILE,

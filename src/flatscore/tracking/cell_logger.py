@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import flatscore.tracking.mlflow_runs as runs
-from flatscore.engine.cell import write_json_atomic
+from flatscore.atomic_write import write_json_atomic
 from flatscore.engine.cell_folder import CELL_FILE, CHANNEL_TABLE_FILE, EPISODES_FILE, MARKER_FILE, METRICS_FILE
 from flatscore.tracking.cell_reader import (
     cell_run_name,

@@ -1,4 +1,8 @@
-"""Building the LLM agent and the backend it talks to, from typed settings."""
+"""Building the LLM agent and the backend that serves its model, from typed settings.
+
+It lives with the models (not the agents) because it decides by the model folder: a demo model
+(one with a flatscore manifest) gets the compact prompt unless a prompt is chosen.
+"""
 
 from __future__ import annotations
 
