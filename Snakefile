@@ -9,7 +9,10 @@ from snakemake.utils import min_version
 min_version("9.0")
 
 
-configfile: "config/config.yaml"
+# A study config given with --configfile replaces the embedded default instead of merging into
+# it (Snakemake's configfile directive would merge: paper.yaml would still plan the demo model).
+if not workflow.overwrite_configfiles:
+    workflow.configfile("config/config.yaml")
 
 
 include: "workflow/rules/common.smk"

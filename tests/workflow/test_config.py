@@ -129,3 +129,34 @@ def test_rules_carry_no_defaults_of_their_own(path):
     """Defaults live in the schema (validate fills them): a ``.get(key, default)`` in a rule is a copy that drifts."""
     lines = [line for line in (REPO / path).read_text().splitlines() if re.search(r"\.get\(", line)]
     assert not lines, f"{path}: read config[key] (the schema holds the default): {lines}"
+
+
+def test_study_config_replaces_the_default_one(tmp_path):
+    """``--configfile`` names the whole study: run where the default ``config/config.yaml`` lies (as
+    a user does from the checkout), a config with only retail plans no telecom job and no model of
+    the default's. Snakemake's ``configfile:`` directive merged the two (telecom cells were planned)."""
+    (tmp_path / "config").mkdir()
+    default = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    default["models"] = {"defaultonly": default["models"][next(iter(default["models"]))]}
+    (tmp_path / "config" / "config.yaml").write_text(yaml.safe_dump(default))
+    study = yaml.safe_load((REPO / ".test" / "config" / "config.yaml").read_text())
+    study["domains"] = {"retail": study["domains"]["retail"]}
+    output = dry_run(tmp_path, study)
+    assert "telecom" not in output
+    assert "defaultonly" not in output
+    assert re.search(r"flatscore episodes .*--domain retail", output)
+
+
+def test_without_configfile_the_default_config_is_used(tmp_path):
+    """With no ``--configfile`` the embedded default (config/config.yaml in the working directory) is the study."""
+    (tmp_path / "config").mkdir()
+    default = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    (tmp_path / "config" / "config.yaml").write_text(yaml.safe_dump(default))
+    result = subprocess.run(
+        [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(tmp_path), "-n"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-4000:]
+    assert "train_demo" in result.stdout + result.stderr
