@@ -160,3 +160,32 @@ def test_without_configfile_the_default_config_is_used(tmp_path):
     )
     assert result.returncode == 0, result.stderr[-4000:]
     assert "train_demo" in result.stdout + result.stderr
+
+
+@pytest.mark.parametrize(
+    "change, expected",
+    [
+        (lambda c: c.__setitem__("bogus_key", 1), "config: (top level): Additional properties are not allowed"),
+        (lambda c: c["backend"].__setitem__("max_in_flight", 0), "config: backend.max_in_flight: 0 is less than"),
+        (lambda c: c["domains"]["retail"].__setitem__("source", "web"), "config: domains.retail.source: 'web'"),
+    ],
+    ids=["unknown-key", "out-of-range", "bad-enum"],
+)
+def test_bad_config_is_one_line_naming_the_key(tmp_path, change, expected):
+    """A bad config is refused before any job with one line naming the key (it printed the whole
+    schema, 322 lines, after snakemake.utils.validate's message)."""
+    config = yaml.safe_load((REPO / ".test" / "config" / "config.yaml").read_text())
+    change(config)
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+    result = subprocess.run(
+        [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(tmp_path)]
+        + ["--configfile", str(tmp_path / "config.yaml"), "-n"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    output = result.stdout + result.stderr
+    assert result.returncode != 0
+    assert expected in output
+    assert len(output.splitlines()) < 10, output
+    assert not (tmp_path / "results").exists()

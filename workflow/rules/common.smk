@@ -12,10 +12,33 @@ import json
 import shlex
 from pathlib import Path
 
+from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
 from flatscore.engine.cell_folder import METRICS_FILE
 
+
+def config_problem(config, schema_path):
+    """The first schema violation of ``config`` as one line naming the key, or None.
+
+    snakemake.utils.validate reports a violation with the whole schema (hundreds of lines); the
+    user needs the key and what was expected.
+    """
+    import jsonschema
+    import yaml
+
+    schema = yaml.safe_load(Path(schema_path).read_text())
+    errors = sorted(jsonschema.Draft202012Validator(schema).iter_errors(config), key=lambda e: list(e.absolute_path))
+    if not errors:
+        return None
+    error = jsonschema.exceptions.best_match(errors)
+    where = ".".join(str(part) for part in error.absolute_path) or "(top level)"
+    return f"config: {where}: {error.message}"
+
+
+_problem = config_problem(config, Path(workflow.current_basedir) / ".." / "schemas" / "config.schema.yaml")
+if _problem:
+    raise WorkflowError(_problem)
 validate(config, schema="../schemas/config.schema.yaml")
 
 RESULTS = config["results"].rstrip("/")
