@@ -172,11 +172,19 @@ def _manifest_sha(model_dir: str | None) -> str:
 
 
 def cmd_episodes(args: argparse.Namespace) -> int:
+    from flatscore.engine.writer_lock import writer_lock
+
+    out = Path(args.out)
+    with writer_lock(out):  # before the data or a server's files are written into the folder
+        return _run_episodes(args, out)
+
+
+def _run_episodes(args: argparse.Namespace, out: Path) -> int:
+    """``episodes`` once the folder's writer lock is held (see :mod:`flatscore.engine.writer_lock`)."""
     from flatscore.domains import domain_class, load_domain
     from flatscore.engine.cell_run import CellSpec, run_cell_folder
     from flatscore.engine.episode import EpisodeSettings
 
-    out = Path(args.out)
     data_dir = Path(args.data) if args.data else out / "data"
     if not args.data and not data_dir.exists():
         domain_class(args.domain).generate(data_dir, seed=args.data_seed)

@@ -36,6 +36,8 @@ METRICS_FILE = "metrics.json"
 SUMMARY_FILE = "episodes.summary.npz"
 MARKER_FILE = "tracking.json"
 CHANNEL_TABLE_FILE = "channels_by_task.csv"
+#: Held (``flock``) by the one process writing the folder; it holds the holder's pid, host and start.
+WRITER_LOCK_FILE = ".writer.lock"
 #: Where a rerun with changed settings moves the stale files: ``.superseded/<old cell hash>/``.
 SUPERSEDED_DIR = ".superseded"
 #: The folder under a results folder that holds every cell (nested or flat below it).
