@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -220,7 +221,9 @@ def _run_episodes(args: argparse.Namespace, out: Path) -> int:
             progress=not args.no_progress,
             supersede=args.supersede,
         )
-        result = run_cell_folder(spec, agent, backends, before_seal=_write_summary, on_superseded=_say_superseded)
+        result = run_cell_folder(
+            spec, agent, backends, before_seal=_write_summary, on_superseded=_say_superseded, on_resume=_say_resumed
+        )
     _print_summary(result.cell, result.metrics)
     if args.tracking_uri or args.log_mlflow:
         _log(out, args)
@@ -236,6 +239,11 @@ def _write_summary(out: Path) -> None:
 
 def _say_superseded(old_hash: str, folder: Path) -> None:
     print(f"moved the results of superseded cell {old_hash} to {folder}")
+
+
+def _say_resumed(line: str) -> None:
+    """To stderr, so the line lands in the job's log beside any error."""
+    print(line, file=sys.stderr, flush=True)
 
 
 def _log(out: Path, args: argparse.Namespace) -> None:

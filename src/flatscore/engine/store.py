@@ -49,7 +49,22 @@ class EpisodeStore:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.repaired_bytes = self._repair_tail()
+        #: Lines cut when the store opened: a kill tears at most the last one.
+        self.repaired_lines = 1 if self.repaired_bytes else 0
         self._keys = self._load_keys()
+
+    def resume_message(self) -> str | None:
+        """One line saying what opening the store kept and cut, or None for a fresh store.
+
+        Why: a resumed or repaired cell looks like any other once it is done; the job log is the
+        one place that can say the run was interrupted and what the writer did about it.
+        """
+        if not self._keys and not self.repaired_bytes:
+            return None
+        message = f"resuming {self.path}: kept {len(self._keys)} episodes"
+        if self.repaired_bytes:
+            message += f"; cut {self.repaired_lines} torn line ({self.repaired_bytes} bytes)"
+        return message
 
     def _load_keys(self) -> set[str]:
         """The stored episodes' keys; a key stored twice is refused (:class:`DuplicateEpisodeError`).
