@@ -132,6 +132,21 @@ def _resealed_count(d: Path) -> None:
     (d / "metrics.json").write_text(json.dumps(metrics))
 
 
+def _resealed_duplicate(d: Path) -> None:
+    """An episode's line copied to the end and the checksum and count re-sealed: only the
+    (task_id, trial) key tells that one episode would be counted twice."""
+    from flatscore.engine.cell import episodes_sha256
+
+    path = d / "episodes.jsonl"
+    lines = path.read_text().splitlines(keepends=True)
+    path.write_text("".join(lines) + lines[2])
+    metrics = json.loads((d / "metrics.json").read_text())
+    metrics["episodes_sha256"] = episodes_sha256(path)
+    metrics["n_episodes"] += 1
+    (d / "metrics.json").write_text(json.dumps(metrics))
+
+
+TAMPER["resealed_duplicate_episode"] = (_resealed_duplicate, "are the same episode")
 TAMPER["resealed_foreign_line"] = (_resealed_foreign_cell, "belongs to cell feedfacefeedface")
 TAMPER["resealed_dropped_episodes"] = (_resealed_count, "episodes on disk, metrics.json counted")
 

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
+from flatscore.redact import is_secret_name
 from flatscore.tracking import is_pending, log_cell, sync_results, try_log_cell
 from flatscore.tracking.cell_reader import content_sha256
-from flatscore.tracking.redact import is_secret_name
 from flatscore.tracking.store import ensure_store, resolve_tracking_uri, sqlite_path
 from flatscore.tracking.ui import ui_command
 

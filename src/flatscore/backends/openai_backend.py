@@ -34,6 +34,8 @@ from typing import Any
 
 import httpx
 
+from flatscore.redact import redact
+
 from .base import Backend, InfrastructureError, ModelRequest, ModelResponse
 
 _RETRY_STATUS = {408, 409, 425, 429}
@@ -41,6 +43,13 @@ _RETRY_STATUS = {408, 409, 425, 429}
 
 class _Retryable(Exception):
     pass
+
+
+def _body_excerpt(r: httpx.Response, limit: int) -> str:
+    """The start of a response body for an error text, secrets redacted *before* cutting (a key
+    cut in half would no longer match the environment's value). Why: error pages may echo the
+    request headers, ``Authorization: Bearer <key>`` included, and these texts reach the episodes."""
+    return redact(r.text[: limit * 20])[:limit]
 
 
 class OpenAIBackend(Backend):
@@ -126,18 +135,18 @@ class OpenAIBackend(Backend):
         try:
             r = self._client.post(self._url, content=data, headers={"X-Request-Id": rid})
         except httpx.HTTPError as exc:  # connect/read errors, timeouts, protocol errors
-            raise _Retryable(f"{type(exc).__name__}: {exc}") from exc
+            raise _Retryable(redact(f"{type(exc).__name__}: {exc}")) from exc
         if r.status_code >= 500 or r.status_code in _RETRY_STATUS:
-            raise _Retryable(f"HTTP {r.status_code}: {r.text[:200]}")
+            raise _Retryable(f"HTTP {r.status_code}: {_body_excerpt(r, 200)}")
         if r.status_code >= 400:
-            raise InfrastructureError(f"{self.base_url}: HTTP {r.status_code} (not retried): {r.text[:500]}")
+            raise InfrastructureError(f"{self.base_url}: HTTP {r.status_code} (not retried): {_body_excerpt(r, 500)}")
         try:
             data = r.json()
             message = data["choices"][0]["message"]
             if not isinstance(message, dict):
                 raise TypeError("message is not an object")
         except (ValueError, KeyError, IndexError, TypeError) as exc:
-            raise _Retryable(f"unusable response body ({exc}): {r.text[:200]}") from exc
+            raise _Retryable(f"unusable response body ({exc}): {_body_excerpt(r, 200)}") from exc
         usage = data.get("usage") or {}
         prompt = int(usage.get("prompt_tokens") or 0)
         cached = int(((usage.get("prompt_tokens_details") or {}).get("cached_tokens")) or 0)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -172,11 +173,19 @@ def _manifest_sha(model_dir: str | None) -> str:
 
 
 def cmd_episodes(args: argparse.Namespace) -> int:
+    from flatscore.engine.writer_lock import writer_lock
+
+    out = Path(args.out)
+    with writer_lock(out):  # before the data or a server's files are written into the folder
+        return _run_episodes(args, out)
+
+
+def _run_episodes(args: argparse.Namespace, out: Path) -> int:
+    """``episodes`` once the folder's writer lock is held (see :mod:`flatscore.engine.writer_lock`)."""
     from flatscore.domains import domain_class, load_domain
     from flatscore.engine.cell_run import CellSpec, run_cell_folder
     from flatscore.engine.episode import EpisodeSettings
 
-    out = Path(args.out)
     data_dir = Path(args.data) if args.data else out / "data"
     if not args.data and not data_dir.exists():
         domain_class(args.domain).generate(data_dir, seed=args.data_seed)
@@ -212,7 +221,9 @@ def cmd_episodes(args: argparse.Namespace) -> int:
             progress=not args.no_progress,
             supersede=args.supersede,
         )
-        result = run_cell_folder(spec, agent, backends, before_seal=_write_summary, on_superseded=_say_superseded)
+        result = run_cell_folder(
+            spec, agent, backends, before_seal=_write_summary, on_superseded=_say_superseded, on_resume=_say_resumed
+        )
     _print_summary(result.cell, result.metrics)
     if args.tracking_uri or args.log_mlflow:
         _log(out, args)
@@ -228,6 +239,11 @@ def _write_summary(out: Path) -> None:
 
 def _say_superseded(old_hash: str, folder: Path) -> None:
     print(f"moved the results of superseded cell {old_hash} to {folder}")
+
+
+def _say_resumed(line: str) -> None:
+    """To stderr, so the line lands in the job's log beside any error."""
+    print(line, file=sys.stderr, flush=True)
 
 
 def _log(out: Path, args: argparse.Namespace) -> None:

@@ -9,7 +9,8 @@ format can change in one place.
 One policy for a bad line, everywhere a cell is *read*: a line is complete only once its newline
 is written, so a last line without one is a torn write (:class:`TornEpisodeLine`), and a complete
 line that is not a JSON object is corruption (:class:`CorruptEpisodeLine`); both name the file and
-the line, and readers refuse the file rather than guess. Only the writer cuts a torn tail, when it
+the line, and readers refuse the file rather than guess. So does a second line with an episode's
+identity, ``(task_id, trial)`` (:func:`duplicate_message`): it would be counted twice. Only the writer cuts a torn tail, when it
 resumes a killed run (:class:`flatscore.engine.store.EpisodeStore`).
 """
 
@@ -36,6 +37,8 @@ METRICS_FILE = "metrics.json"
 SUMMARY_FILE = "episodes.summary.npz"
 MARKER_FILE = "tracking.json"
 CHANNEL_TABLE_FILE = "channels_by_task.csv"
+#: Held (``flock``) by the one process writing the folder; it holds the holder's pid, host and start.
+WRITER_LOCK_FILE = ".writer.lock"
 #: Where a rerun with changed settings moves the stale files: ``.superseded/<old cell hash>/``.
 SUPERSEDED_DIR = ".superseded"
 #: The folder under a results folder that holds every cell (nested or flat below it).
@@ -52,6 +55,14 @@ class CorruptEpisodeLine(ValueError):
 
 class TornEpisodeLine(CorruptEpisodeLine):
     """The last line of an ``episodes.jsonl`` lacks its newline: a write was cut off."""
+
+
+def duplicate_message(path: str | os.PathLike[str], first: int, second: int, task_id: Any, trial: Any) -> str:
+    """The one wording for an episode stored twice (its identity, (task_id, trial), is unique in a cell)."""
+    return (
+        f"{path}: lines {first} and {second} are the same episode (task_id={task_id!r}, trial={trial}); "
+        "an episode is stored once (a copied line, or two writers)"
+    )
 
 
 def iter_cell_dirs(root: str | os.PathLike[str]) -> Iterator[Path]:

@@ -39,6 +39,7 @@ from flatscore.engine.integrity import seal_metrics
 from flatscore.engine.metrics import summarize
 from flatscore.engine.runner import run_cell
 from flatscore.engine.store import EpisodeStore
+from flatscore.engine.writer_lock import writer_lock
 
 #: The files of a cell's results, moved aside together when the cell is superseded.
 RESULT_FILES = (CELL_FILE, EPISODES_FILE, SUMMARY_FILE, METRICS_FILE, MARKER_FILE)
@@ -135,16 +136,34 @@ def run_cell_folder(
     *,
     before_seal: Callable[[Path], object] | None = None,
     on_superseded: Callable[[str, Path], None] | None = None,
+    on_resume: Callable[[str], None] | None = None,
 ) -> CellResult:
     """Run (or resume) the cell in ``spec.out`` and seal its metrics; the backends are closed after.
 
     ``before_seal(out)`` runs once every episode is on disk and before ``metrics.json`` appears
     (the workflow's signal that the cell is done): the CLI writes the loader's summary there.
     ``on_superseded(old_hash, folder)`` is told where a superseded cell's results went.
+    ``on_resume(line)`` is told, in one line, what a resume kept and cut (episodes already on
+    disk, a torn tail); not called for a fresh cell.
+
+    The folder's writer lock (:mod:`flatscore.engine.writer_lock`) is held from before anything
+    in it changes until the metrics are sealed: a second writer gets
+    :class:`~flatscore.engine.writer_lock.CellLockedError` at once.
     """
+    with writer_lock(spec.out):
+        return _run_locked(spec, agent, backends, before_seal, on_superseded, on_resume)
+
+
+def _run_locked(
+    spec: CellSpec,
+    agent: Agent,
+    backends: dict[str, Backend],
+    before_seal: Callable[[Path], object] | None,
+    on_superseded: Callable[[str, Path], None] | None,
+    on_resume: Callable[[str], None] | None,
+) -> CellResult:
     identity = cell_identity(spec, agent, backends)
     chash = cell_hash(identity)
-    spec.out.mkdir(parents=True, exist_ok=True)
     superseded = _claim_folder(spec, chash)
     if superseded is not None and on_superseded is not None:
         on_superseded(*superseded)
@@ -161,6 +180,9 @@ def run_cell_folder(
     cell["identity"] = identity  # what cell_hash was computed from: integrity checks recompute it
     write_json_atomic(spec.out / CELL_FILE, cell)
     store = EpisodeStore(spec.out / EPISODES_FILE)
+    resumed = store.resume_message()
+    if resumed is not None and on_resume is not None:
+        on_resume(resumed)
     try:
         run_cell(
             spec.domain,

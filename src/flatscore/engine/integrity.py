@@ -17,6 +17,7 @@ from .cell_folder import (
     EPISODES_FILE,
     METRICS_FILE,
     CorruptEpisodeLine,
+    duplicate_message,
     iter_episode_lines,
     parse_episode_line,
     read_json,
@@ -95,11 +96,16 @@ def verify_cell(cell_dir: Path, expected: dict[str, Any] | None = None) -> dict[
     if metrics.get("episodes_sha256") != episodes_sha256(episodes):
         raise IntegrityError(f"{cell_dir}: {EPISODES_FILE} does not match its checksum (truncated or edited)")
     count = 0
+    first_line: dict[tuple[Any, Any], int] = {}  # (task_id, trial) -> its line: an episode counts once
     try:
         for number, line in iter_episode_lines(episodes):
             record = parse_episode_line(episodes, number, line)
             if record.get("cell") != chash:
                 raise IntegrityError(f"{episodes}: line {number} belongs to cell {record.get('cell')}, not {chash}")
+            key = (record.get("task_id"), record.get("trial"))
+            earlier = first_line.setdefault(key, number)
+            if earlier != number:
+                raise IntegrityError(duplicate_message(episodes, earlier, number, *key))
             count += 1
     except CorruptEpisodeLine as exc:
         raise IntegrityError(f"{exc.path}: line {exc.lineno}: {exc.reason}") from None

@@ -13,6 +13,8 @@ from dataclasses import asdict, dataclass, field, fields, is_dataclass
 from enum import Enum
 from typing import Any
 
+from flatscore.redact import redact_json_line
+
 SCHEMA_VERSION = 1
 
 
@@ -99,9 +101,18 @@ class EpisodeRecord:
         Why: ``asdict`` rebuilds every nested dict and list of the trajectory first (about
         0.6 ms an episode, in the driver thread); json only needs the nested dataclasses
         (error events) turned into dicts, which ``default`` does where it meets them.
+
+        Secrets are redacted here, the one place a record becomes text for the store
+        (:func:`flatscore.redact.redact_json_line`): an error text may echo an ``Authorization``
+        header, a message an environment variable's value.
         """
         shallow = {f.name: getattr(self, f.name) for f in fields(self)}
-        return json.dumps(shallow, ensure_ascii=False, sort_keys=True, separators=(",", ":"), default=_dataclass_dict)
+        return redact_json_line(_dump_line(shallow), _dump_line)
+
+
+def _dump_line(obj: Any) -> str:
+    """An episode line's JSON text: canonical key order, compact, non-ASCII kept."""
+    return json.dumps(obj, ensure_ascii=False, sort_keys=True, separators=(",", ":"), default=_dataclass_dict)
 
 
 def _dataclass_dict(value: Any) -> Any:

@@ -16,7 +16,13 @@ import os
 from pathlib import Path
 from typing import Any, Iterator
 
-from .cell_folder import CorruptEpisodeLine, parse_episode_line, read_episode_records
+from .cell_folder import (
+    CorruptEpisodeLine,
+    duplicate_message,
+    iter_episode_lines,
+    parse_episode_line,
+    read_episode_records,
+)
 from .records import EpisodeRecord, episode_key
 
 
@@ -28,6 +34,14 @@ class CorruptStoreError(CorruptEpisodeLine):
     """
 
 
+class DuplicateEpisodeError(CorruptStoreError):
+    """Two complete lines of the store hold the same episode (task_id, trial)."""
+
+    def __init__(self, path: Path, lineno: int, message: str) -> None:
+        self.path, self.lineno, self.reason = Path(path), lineno, message
+        ValueError.__init__(self, message)
+
+
 class EpisodeStore:
     """The writer of a cell's ``episodes.jsonl``: the only code that may cut a torn tail."""
 
@@ -35,7 +49,49 @@ class EpisodeStore:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.repaired_bytes = self._repair_tail()
-        self._keys = {episode_key(r["task_id"], r["trial"]) for r in self.records()}
+        #: Lines cut when the store opened: a kill tears at most the last one.
+        self.repaired_lines = 1 if self.repaired_bytes else 0
+        self._keys = self._load_keys()
+
+    def resume_message(self) -> str | None:
+        """One line saying what opening the store kept and cut, or None for a fresh store.
+
+        Why: a resumed or repaired cell looks like any other once it is done; the job log is the
+        one place that can say the run was interrupted and what the writer did about it.
+        """
+        if not self._keys and not self.repaired_bytes:
+            return None
+        message = f"resuming {self.path}: kept {len(self._keys)} episodes"
+        if self.repaired_bytes:
+            message += f"; cut {self.repaired_lines} torn line ({self.repaired_bytes} bytes)"
+        return message
+
+    def _load_keys(self) -> set[str]:
+        """The stored episodes' keys; a key stored twice is refused (:class:`DuplicateEpisodeError`).
+
+        A kill leaves at most a torn last line (cut above), never a second complete copy of an
+        episode, so a duplicate is corruption from outside (a copied line, a second writer): the
+        store says where instead of silently dropping one (which copy would be the right one?).
+        """
+        lines: dict[str, int] = {}
+        if not self.path.exists():
+            return set()
+        try:
+            for lineno, line in iter_episode_lines(self.path):
+                record = parse_episode_line(self.path, lineno, line)
+                key = episode_key(record["task_id"], record["trial"])
+                earlier = lines.setdefault(key, lineno)
+                if earlier != lineno:
+                    raise DuplicateEpisodeError(
+                        self.path,
+                        lineno,
+                        duplicate_message(self.path, earlier, lineno, record["task_id"], record["trial"]),
+                    )
+        except DuplicateEpisodeError:
+            raise
+        except CorruptEpisodeLine as exc:
+            raise CorruptStoreError(exc.path, exc.lineno, exc.reason) from exc
+        return set(lines)
 
     def _repair_tail(self) -> int:
         """Cut a partial last line left by a kill; returns the number of bytes removed."""

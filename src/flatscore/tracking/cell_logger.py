@@ -16,7 +16,7 @@ current marker are "pending" (:mod:`flatscore.tracking.sync` logs them). :func:`
 never raises (the episode run must not die because MLflow is down).
 
 What a run is made of is read by :mod:`~flatscore.tracking.cell_reader`, the MLflow calls are in
-:mod:`~flatscore.tracking.mlflow_runs`, secrets are removed by :mod:`~flatscore.tracking.redact`.
+:mod:`~flatscore.tracking.mlflow_runs`, secrets are removed by :mod:`flatscore.redact`.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from typing import Any
 import flatscore.tracking.mlflow_runs as runs
 from flatscore.atomic_write import write_json_atomic
 from flatscore.engine.cell_folder import CELL_FILE, CHANNEL_TABLE_FILE, EPISODES_FILE, MARKER_FILE, METRICS_FILE
+from flatscore.redact import drop_secrets, redact_text, secret_env_values
 from flatscore.tracking.cell_reader import (
     cell_run_name,
     channel_table_csv,
@@ -45,7 +46,6 @@ from flatscore.tracking.cell_reader import (
     results_dir_of,
     scalar_params,
 )
-from flatscore.tracking.redact import drop_secrets, redact_text, secret_env_values
 from flatscore.tracking.store import (
     bounded_http_env,
     ensure_store,

@@ -28,7 +28,7 @@ from flatscore.engine.cell_folder import (
     read_json,
 )
 from flatscore.engine.records import CHANNELS
-from flatscore.tracking.redact import is_secret_name
+from flatscore.redact import is_secret_name
 
 _BAD_NAME_CHARS = re.compile(r"[^/\w.\- :]")
 _IDENTITY_KEYS = ("model", "precision", "domain", "budget", "repair")

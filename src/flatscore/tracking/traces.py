@@ -17,7 +17,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from flatscore.tracking.redact import redact_text
+from flatscore.redact import redact_text
 
 _log = logging.getLogger(__name__)
 
