@@ -76,6 +76,14 @@ class TimedBackend:
             self.seconds += time.perf_counter() - t
             self.calls += 1
 
+    def generate_each(self, requests):
+        t = time.perf_counter()
+        try:
+            return self.inner.generate_each(requests)
+        finally:
+            self.seconds += time.perf_counter() - t
+            self.calls += 1
+
     def release(self, key):
         self.inner.release(key)
 

@@ -126,6 +126,10 @@ class _Spy:
         self.last = requests[-1]
         return self.inner.generate(requests)
 
+    def generate_each(self, requests):
+        self.last = requests[-1]
+        return self.inner.generate_each(requests)
+
     def release(self, key):
         self.inner.release(key)
 

@@ -201,3 +201,18 @@ def test_episode_through_transformers_serve_matches_in_process(tmp_path):
             assert all(r["usage"]["completion_tokens"] > 0 and len(r["messages"]) >= 4 for r in records)
             runs.append([[m.get("content") for m in r["messages"]] for r in records])
     assert runs[0] == runs[1]
+
+
+def test_a_failed_request_fails_only_itself(fake_server, tmp_path):
+    """Requests sent together are independent on the wire: one answered 400 comes back as its own
+    InfrastructureError beside the others' answers (generate failed the whole step, so with 8 in flight
+    one bad task turned every episode batched with it into an infrastructure error)."""
+    cmd, _ = fake_server("400onfail")
+    requests = _reqs(4)
+    requests[2].messages[-1]["content"] = "FAIL please"
+    with ManagedServer(cmd, log_path=tmp_path / "srv.log") as srv:
+        backend = OpenAIBackend(srv.base_url, model="fake", max_in_flight=4, max_retries=0)
+        answers = backend.generate_each(requests)
+        backend.close()
+    assert isinstance(answers[2], InfrastructureError) and "HTTP 400" in str(answers[2])
+    assert [a.text for i, a in enumerate(answers) if i != 2] == ["echo:msg0", "echo:msg1", "echo:msg3"]

@@ -61,6 +61,19 @@ class Backend(ABC):
     def generate(self, requests: list[ModelRequest]) -> list[ModelResponse]:
         """Answer every request. Raise InfrastructureError only for failures of the infrastructure."""
 
+    def generate_each(self, requests: list[ModelRequest]) -> list[ModelResponse | InfrastructureError]:
+        """Answer every request, each with its response or its own infrastructure failure.
+
+        The episode driver calls this: a request that fails must fail only its own episode, not
+        every episode whose request happened to share the step. A backend that runs a step as one
+        batch (in-process transformers) fails or succeeds as a whole, which is this default;
+        backends whose requests are independent (HTTP) override it.
+        """
+        try:
+            return list(self.generate(requests))
+        except InfrastructureError as error:
+            return [error] * len(requests)
+
     def release(self, cache_key: str) -> None:
         """Forget state (e.g. a KV cache) kept for a finished conversation."""
 

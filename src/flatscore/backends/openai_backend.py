@@ -186,6 +186,19 @@ class OpenAIBackend(Backend):
             f"{self.base_url}: request failed after {self.max_retries + 1} attempts; last error: {last}"
         )
 
+    def generate_each(self, requests: list[ModelRequest]) -> list[ModelResponse | InfrastructureError]:
+        """Every request on the wire at once (up to ``max_in_flight``); each answer or failure on its own."""
+        futures = [self._pool.submit(self._call, r) for r in requests]
+        out: list[ModelResponse | InfrastructureError] = []
+        for future in futures:
+            try:
+                out.append(future.result())
+            except InfrastructureError as exc:
+                out.append(exc)
+            except Exception as exc:  # noqa: BLE001 - any other failure of a request is the infrastructure's
+                out.append(InfrastructureError(f"{self.base_url}: request failed: {exc!r}"))
+        return out
+
     def generate(self, requests: list[ModelRequest]) -> list[ModelResponse]:
         if not requests:
             return []

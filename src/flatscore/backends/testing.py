@@ -7,7 +7,7 @@
 * :data:`FAKE_SERVER` is a stdlib (``http.server``) OpenAI chat-completions server that
   echoes the last message, answers with a tool call when given tools, logs every request it
   receives and answers (``recv <id>`` / ``done <id>``, by ``X-Request-Id``), and can fail on
-  purpose (``--mode 500|hang|badjson|nohealth|flaky500``, ``--ignore-term``,
+  purpose (``--mode 500|hang|badjson|nohealth|flaky500|400onfail``, ``--ignore-term``,
   ``--child-pid-file``). Tests run it as a real process under ManagedServer.
 """
 
@@ -113,7 +113,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--port", type=int, required=True)
-ap.add_argument("--mode", default="ok")  # ok | 500 | hang | badjson | nohealth | flaky500
+ap.add_argument("--mode", default="ok")  # ok | 500 | hang | badjson | nohealth | flaky500 | 400onfail
 ap.add_argument("--log", required=True)
 ap.add_argument("--delay", type=float, default=0.0)
 ap.add_argument("--child-pid-file")
@@ -167,6 +167,8 @@ class H(BaseHTTPRequestHandler):
             return self._send(200, b"{not json", "application/json")
         time.sleep(a.delay)
         last = body["messages"][-1]["content"]
+        if a.mode == "400onfail" and "FAIL" in last:  # one bad request among good ones
+            return self._send(400, {"error": "bad request: " + last})
         message = {"role": "assistant", "content": "echo:" + last}
         if body.get("tools"):
             name = body["tools"][0]["function"]["name"]

@@ -75,18 +75,17 @@ def drive(
         still: list[_Live] = []
         for role, items in by_role.items():
             backend = backends.get(role)
-            try:
-                if backend is None:
-                    raise InfrastructureError(f"no backend configured for role '{role}'")
-                responses: list[ModelResponse] | None = backend.generate([i.request for i in items])  # type: ignore[misc]
-                error = None
-            except InfrastructureError as exc:
-                responses, error = None, exc
-            for index, item in enumerate(items):
-                if error is not None:
-                    ok = advance(item, lambda item=item: item.gen.throw(error))
+            answers: list[ModelResponse | InfrastructureError]
+            if backend is None:
+                answers = [InfrastructureError(f"no backend configured for role '{role}'")] * len(items)
+            else:
+                answers = backend.generate_each([i.request for i in items])  # type: ignore[misc]
+            for item, answer in zip(items, answers, strict=True):
+                # each episode gets its own answer, or its own request's failure (never another's)
+                if isinstance(answer, InfrastructureError):
+                    ok = advance(item, lambda item=item, error=answer: item.gen.throw(error))
                 else:
-                    ok = advance(item, lambda item=item, r=responses[index]: item.gen.send(r))  # type: ignore[index]
+                    ok = advance(item, lambda item=item, r=answer: item.gen.send(r))
                 if ok:
                     still.append(item)
         live = still
