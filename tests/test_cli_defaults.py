@@ -45,6 +45,8 @@ MIRRORED = [
     (["train-demo", "--demos", "x", "--out", "x"], "size", ("models", "demo", "size")),
     (["train-demo", "--demos", "x", "--out", "x"], "seed", ("models", "demo", "seed")),
     (["train-demo", "--demos", "x", "--out", "x"], "max_seconds", ("models", "demo", "max_seconds")),
+    (["train-demo", "--demos", "x", "--out", "x"], "steps", ("models", "demo", "steps")),
+    (["generate-domain", "--domain", "retail", "--out", "x"], "ids", ("domains", "retail", "ids")),
     (["quantize", "--model", "m", "--out", "x"], "n_calibration", ("quantization", "n_calibration")),
     (["sync"], "experiment", ("tracking", "experiment")),
     (["aggregate", "--cells", "c", "--out", "x"], "equivalence_margin", ("analysis", "equivalence_margin")),

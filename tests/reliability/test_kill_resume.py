@@ -262,7 +262,7 @@ def test_snakemake_killed_mid_run_replans_only_unfinished_cells(tmp_path):
         tasks_per_domain=3,
         max_steps=12,
     )
-    config["models"]["demo"]["max_seconds"] = 10
+    config["models"]["demo"]["steps"] = 40
     config["backend"]["max_new_tokens"] = 32
     (workdir / "config.yaml").write_text(yaml.safe_dump(config))
     cells = [f"results/cells/demo/full/retail/K{k}/repair-off/shard0/metrics.json" for k in config["budgets"]]

@@ -14,9 +14,10 @@ rule generate_domain:
         out=lambda wc, output: str(Path(output.tasks).parent),
         seed=lambda wc: config["domains"][wc.domain]["seed"],
         n_tasks=lambda wc: config["domains"][wc.domain]["n_tasks"],
+        ids=lambda wc: config["domains"][wc.domain]["ids"],
     shell:
         "flatscore generate-domain --domain {wildcards.domain} --out {params.out} "
-        "--seed {params.seed} --n-tasks {params.n_tasks} > {log} 2>&1"
+        "--seed {params.seed} --n-tasks {params.n_tasks} --ids {params.ids} > {log} 2>&1"
 
 
 rule expert_demos:
@@ -57,7 +58,11 @@ rule train_demo:
         out=lambda wc, output: str(Path(output.manifest).parent),
         size=lambda wc: model_spec(wc.model)["size"],
         seed=lambda wc: model_spec(wc.model)["seed"],
-        max_seconds=lambda wc: model_spec(wc.model)["max_seconds"],
+        limits=lambda wc: " ".join(
+            f"--{key.replace('_', '-')} {model_spec(wc.model)[key]}"
+            for key in ("steps", "max_seconds")
+            if model_spec(wc.model)[key] is not None
+        ),
     shell:
         "flatscore train-demo --demos {input.demos} --out {params.out} --size {params.size} "
-        "--seed {params.seed} --max-seconds {params.max_seconds} > {log} 2>&1"
+        "--seed {params.seed} {params.limits} > {log} 2>&1"

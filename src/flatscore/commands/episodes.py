@@ -20,6 +20,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     gen.add_argument("--seed", type=int, default=schema_default("domains", ANY_KEY, "seed"))
     gen.add_argument("--n-tasks", type=positive_int("--n-tasks"), default=schema_default("domains", ANY_KEY, "n_tasks"))
     gen.add_argument("--eval-fraction", type=float, default=0.3)
+    gen.add_argument(
+        "--ids",
+        choices=["tau2", "short"],
+        default=schema_default("domains", ANY_KEY, "ids"),
+        help="id shapes: tau2-bench's (10-digit item ids...) or 3-digit ones a tiny model copies",
+    )
     gen.set_defaults(func=cmd_generate_domain)
 
     ep = sub.add_parser("episodes", help="run one cell's episodes (resumable) and summarise them")
@@ -88,8 +94,10 @@ def cmd_generate_domain(args: argparse.Namespace) -> int:
     from flatscore.domains import domain_class
 
     cls = domain_class(args.domain)
-    path = cls.generate(Path(args.out), seed=args.seed, n_tasks=args.n_tasks, eval_fraction=args.eval_fraction)
-    print(f"wrote {args.domain} data ({args.n_tasks} tasks, seed {args.seed}) to {path}")
+    path = cls.generate(
+        Path(args.out), seed=args.seed, n_tasks=args.n_tasks, eval_fraction=args.eval_fraction, ids=args.ids
+    )
+    print(f"wrote {args.domain} data ({args.n_tasks} tasks, seed {args.seed}, {args.ids} ids) to {path}")
     return 0
 
 

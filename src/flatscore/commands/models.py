@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
+from flatscore.commands.arguments import positive_int
 from flatscore.config_defaults import ANY_KEY, schema_default
 
 #: Where the seeds of ``--augment-dbs`` databases start (kept in models.demo.demonstrations, whose
@@ -41,8 +43,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", required=True, help="model folder (Hugging Face layout)")
     p.add_argument("--size", choices=["tiny", "default"], default=schema_default("models", ANY_KEY, "size"))
     p.add_argument("--seed", type=int, default=schema_default("models", ANY_KEY, "seed"))
-    p.add_argument("--steps", type=int, default=None)
-    p.add_argument("--max-seconds", type=float, default=schema_default("models", ANY_KEY, "max_seconds"))
+    p.add_argument(
+        "--steps",
+        type=positive_int("--steps"),
+        default=schema_default("models", ANY_KEY, "steps"),
+        help="training steps (default: the size's); training always runs all of them",
+    )
+    p.add_argument(
+        "--max-seconds",
+        type=float,
+        default=schema_default("models", ANY_KEY, "max_seconds"),
+        help="a guard: fail, writing no model, if training takes longer (default: none)",
+    )
     p.set_defaults(func=cmd_train_demo)
 
     p = sub.add_parser("quantize", help="AWQ-quantize a model with llmcompressor (compressed-tensors output)")
@@ -73,14 +85,24 @@ def cmd_demos(args: argparse.Namespace) -> int:
 
 
 def cmd_train_demo(args: argparse.Namespace) -> int:
-    from flatscore.models.demo.train import load_conversations, train_demo_model
+    from flatscore.models.demo.train import TrainingTimeLimit, load_conversations, train_demo_model
 
     conversations = load_conversations(args.demos)
     if not conversations:
         raise ValueError(f"--demos: {args.demos} holds no conversations")
-    manifest = train_demo_model(
-        conversations, args.out, size=args.size, seed=args.seed, steps=args.steps, max_seconds=args.max_seconds
-    )
+    try:
+        manifest = train_demo_model(
+            conversations,
+            args.out,
+            size=args.size,
+            seed=args.seed,
+            steps=args.steps,
+            max_seconds=args.max_seconds,
+            log_every=25,
+        )
+    except TrainingTimeLimit as exc:
+        print(f"flatscore: error: {exc}", file=sys.stderr)
+        return 1
     info = manifest.to_dict()
     print(
         f"trained demo model ({args.size}) -> {args.out}: steps {info.get('steps')}, "

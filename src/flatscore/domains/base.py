@@ -75,5 +75,7 @@ class Domain(ABC):
     # -- synthetic data ------------------------------------------------------------------
     @classmethod
     @abstractmethod
-    def generate(cls, out_dir: Path, seed: int, n_tasks: int = 120, eval_fraction: float = 0.3) -> Path:
+    def generate(
+        cls, out_dir: Path, seed: int, n_tasks: int = 120, eval_fraction: float = 0.3, ids: str = "tau2"
+    ) -> Path:
         """Write a seeded synthetic data folder in tau2's layout, with a train/test split."""

@@ -7,6 +7,7 @@ a fixed order (products, users, orders), so the same seed always gives the same 
 from __future__ import annotations
 
 import random
+from dataclasses import dataclass
 from typing import Any
 
 from .catalogue import BRANDS, CATALOGUE, CITIES, FIRST_NAMES, LAST_NAMES, N_ORDERS, N_USERS, STREETS
@@ -25,6 +26,35 @@ from .data_model import (
     UserName,
     Variant,
 )
+
+
+@dataclass(frozen=True)
+class IdShapes:
+    """How long the generated ids are, and how many items an order holds.
+
+    ``tau2`` has tau2-bench's shapes (10-digit product and item ids, '#W' + 7 digits...).
+    ``short`` gives every id 3 digits, one token of the demo model's tokenizer (which cuts digit
+    runs into threes), and orders of at most 2 items: copying an id from a tool result into the
+    next call is then one token to copy instead of four, which a 3M-parameter model learns within
+    the embedded default's training budget. Both draw from the generator's random stream in the
+    same order, so ``tau2`` data is byte-identical to what the generator wrote before shapes existed.
+    """
+
+    catalogue_digits: int
+    payment_digits: int
+    order_digits: int
+    user_digits: int
+    items_per_order: tuple[int, ...]
+
+
+ID_SHAPES: dict[str, IdShapes] = {
+    "tau2": IdShapes(
+        catalogue_digits=10, payment_digits=7, order_digits=7, user_digits=4, items_per_order=(1, 1, 2, 2, 3, 4)
+    ),
+    "short": IdShapes(
+        catalogue_digits=3, payment_digits=3, order_digits=3, user_digits=3, items_per_order=(1, 1, 2, 2)
+    ),
+}
 
 
 class _Ids:
@@ -54,7 +84,7 @@ def _address(rng: random.Random) -> UserAddress:
     )
 
 
-def _products(rng: random.Random, ids: _Ids) -> dict[str, Product]:
+def _products(rng: random.Random, ids: _Ids, shapes: IdShapes) -> dict[str, Product]:
     products: dict[str, Product] = {}
     for name, (base, dims) in CATALOGUE.items():
         combos = [{}]
@@ -64,17 +94,17 @@ def _products(rng: random.Random, ids: _Ids) -> dict[str, Product]:
         chosen = combos[: rng.randint(5, min(9, len(combos)))]
         variants: dict[str, Variant] = {}
         for i, options in enumerate(chosen):
-            item_id = ids.digits(10)
+            item_id = ids.digits(shapes.catalogue_digits)
             price = round(base * rng.uniform(0.8, 1.25), 2)
             # the first two variants are always in stock, so that every product has alternatives
             available = i < 2 or rng.random() < 0.7
             variants[item_id] = Variant(item_id=item_id, options=options, available=available, price=price)
-        product_id = ids.digits(10)
+        product_id = ids.digits(shapes.catalogue_digits)
         products[product_id] = Product(name=name, product_id=product_id, variants=variants)
     return products
 
 
-def _users(rng: random.Random, ids: _Ids) -> dict[str, User]:
+def _users(rng: random.Random, ids: _Ids, shapes: IdShapes) -> dict[str, User]:
     users: dict[str, User] = {}
     seen_name_zip: set[tuple[str, str, str]] = set()
     emails: set[str] = set()
@@ -83,7 +113,7 @@ def _users(rng: random.Random, ids: _Ids) -> dict[str, User]:
         address = _address(rng)
         if (first, last, address.zip) in seen_name_zip:
             continue
-        number = rng.randint(1000, 9999)
+        number = rng.randint(10 ** (shapes.user_digits - 1), 10**shapes.user_digits - 1)
         user_id = f"{first.lower()}_{last.lower()}_{number}"
         email = f"{first.lower()}.{last.lower()}{rng.randint(1000, 9999)}@example.com"
         if user_id in users or email in emails:
@@ -94,13 +124,13 @@ def _users(rng: random.Random, ids: _Ids) -> dict[str, User]:
         kinds = rng.sample(["credit_card", "paypal", "gift_card"], k=rng.choice([1, 2, 2, 3]))
         for kind in kinds:
             if kind == "credit_card":
-                pid = "credit_card_" + ids.digits(7)
+                pid = "credit_card_" + ids.digits(shapes.payment_digits)
                 methods[pid] = CreditCard(id=pid, brand=rng.choice(BRANDS), last_four=f"{rng.randint(0, 9999):04d}")
             elif kind == "paypal":
-                pid = "paypal_" + ids.digits(7)
+                pid = "paypal_" + ids.digits(shapes.payment_digits)
                 methods[pid] = Paypal(id=pid)
             else:
-                pid = "gift_card_" + ids.digits(7)
+                pid = "gift_card_" + ids.digits(shapes.payment_digits)
                 methods[pid] = GiftCard(id=pid, balance=float(rng.randint(0, 300)))
         users[user_id] = User(
             user_id=user_id,
@@ -113,7 +143,9 @@ def _users(rng: random.Random, ids: _Ids) -> dict[str, User]:
     return users
 
 
-def _orders(rng: random.Random, ids: _Ids, users: dict[str, User], products: dict[str, Product]) -> dict[str, Order]:
+def _orders(
+    rng: random.Random, ids: _Ids, users: dict[str, User], products: dict[str, Product], shapes: IdShapes
+) -> dict[str, Order]:
     user_ids = list(users)
     owners = user_ids + [rng.choice(user_ids) for _ in range(N_ORDERS - len(user_ids))]
     rng.shuffle(owners)
@@ -121,8 +153,8 @@ def _orders(rng: random.Random, ids: _Ids, users: dict[str, User], products: dic
     orders: dict[str, Order] = {}
     for user_id in owners:
         user = users[user_id]
-        order_id = ids.digits(7, prefix="#W")
-        picked = rng.sample(product_list, k=rng.choice([1, 1, 2, 2, 3, 4]))
+        order_id = ids.digits(shapes.order_digits, prefix="#W")
+        picked = rng.sample(product_list, k=rng.choice(shapes.items_per_order))
         items = []
         for product in picked:
             variant = rng.choice(list(product.variants.values()))
@@ -158,9 +190,13 @@ def _orders(rng: random.Random, ids: _Ids, users: dict[str, User], products: dic
     return orders
 
 
-def build_db(rng: random.Random) -> RetailDB:
-    ids = _Ids(rng)
-    products = _products(rng, ids)
-    users = _users(rng, ids)
-    orders = _orders(rng, ids, users, products)
+def build_db(rng: random.Random, ids: str = "tau2") -> RetailDB:
+    """The database for ``rng``'s stream; ``ids`` names the :data:`ID_SHAPES` to draw."""
+    if ids not in ID_SHAPES:
+        raise ValueError(f"ids: expected one of {sorted(ID_SHAPES)}, got {ids!r}")
+    shapes = ID_SHAPES[ids]
+    digits = _Ids(rng)
+    products = _products(rng, digits, shapes)
+    users = _users(rng, digits, shapes)
+    orders = _orders(rng, digits, users, products, shapes)
     return RetailDB(products=products, users=users, orders=orders)

@@ -99,7 +99,9 @@ class RetailDomain(Domain):
         return Environment("retail", RetailTools(self.fresh_db()), None, self._policy)
 
     @classmethod
-    def generate(cls, out_dir: Path, seed: int, n_tasks: int = 120, eval_fraction: float = 0.3) -> Path:
+    def generate(
+        cls, out_dir: Path, seed: int, n_tasks: int = 120, eval_fraction: float = 0.3, ids: str = "tau2"
+    ) -> Path:
         from .generator import generate
 
-        return generate(out_dir, seed, n_tasks=n_tasks, eval_fraction=eval_fraction)
+        return generate(out_dir, seed, n_tasks=n_tasks, eval_fraction=eval_fraction, ids=ids)

@@ -19,6 +19,7 @@ import random
 from importlib import resources
 from pathlib import Path
 
+from ..generated import write_generator_record
 from .catalogue import BRANDS, CATALOGUE, CITIES, FIRST_NAMES, LAST_NAMES, N_ORDERS, N_USERS, PERSONAS, STREETS
 from .db_builder import build_db
 from .task_maker import build_tasks
@@ -58,16 +59,20 @@ def package_policy() -> str:
     return resources.files(__package__).joinpath("policy.md").read_text()
 
 
-def generate(out_dir: Path | str, seed: int, n_tasks: int = 120, eval_fraction: float = 0.3) -> Path:
-    """Write db.json, policy.md, tasks.json and split_tasks.json for ``seed`` into ``out_dir``."""
+def generate(out_dir: Path | str, seed: int, n_tasks: int = 120, eval_fraction: float = 0.3, ids: str = "tau2") -> Path:
+    """Write db.json, policy.md, tasks.json and split_tasks.json for ``seed`` into ``out_dir``.
+
+    ``ids``: the id shapes (:data:`.db_builder.ID_SHAPES`): tau2-bench's, or short ones.
+    """
+    rng = random.Random(seed)
+    db = build_db(rng, ids)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    rng = random.Random(seed)
-    db = build_db(rng)
     tasks = build_tasks(rng, db, n_tasks)
     splits = split(rng, [t["id"] for t in tasks], eval_fraction)
     db.dump_json(out / "db.json")
     (out / "policy.md").write_text(package_policy())
     (out / "tasks.json").write_text(json.dumps(tasks, indent=2, ensure_ascii=False) + "\n")
     (out / "split_tasks.json").write_text(json.dumps(splits, indent=2) + "\n")
+    write_generator_record(out, "retail", seed, n_tasks, eval_fraction, ids)
     return out

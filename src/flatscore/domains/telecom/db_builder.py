@@ -111,19 +111,33 @@ def _date(rng: random.Random, start: datetime.date, span_days: int) -> datetime.
     return start + datetime.timedelta(days=rng.randrange(span_days))
 
 
-def build_database(rng: random.Random, n_customers: int = 24) -> TelecomDB:
-    """Customers with 1-3 lines each, a device per line, and a few past bills."""
+#: First number of each id series: tau2-bench-like 4-digit ids, or 3-digit ones (one token of the
+#: demo model's tokenizer, which cuts digit runs into threes) that a tiny model copies more surely.
+ID_STARTS: dict[str, dict[str, int]] = {
+    "tau2": {"customer": 5001, "line": 4001, "device": 6001, "bill": 7001},
+    "short": {"customer": 501, "line": 401, "device": 601, "bill": 701},
+}
+
+
+def build_database(rng: random.Random, n_customers: int = 24, ids: str = "tau2") -> TelecomDB:
+    """Customers with 1-3 lines each, a device per line, and a few past bills.
+
+    ``ids`` names the :data:`ID_STARTS` series; both draw the same random stream.
+    """
+    if ids not in ID_STARTS:
+        raise ValueError(f"ids: expected one of {sorted(ID_STARTS)}, got {ids!r}")
+    first_id = ID_STARTS[ids]
     db = TelecomDB(plans=[p.model_copy() for p in _PLANS])
     names = rng.sample([(f, last) for f in _FIRST for last in _LAST], n_customers)
     numbers = rng.sample(range(2000000, 9999999), 3 * n_customers + 5)
-    line_no, bill_no = 4001, 7001
+    line_no, bill_no = first_id["line"], first_id["bill"]
     for index, (first, last) in enumerate(names):
-        cid = f"C{5001 + index}"
+        cid = f"C{first_id['customer'] + index}"
         lines: list[Line] = []
         for _ in range(rng.choice([1, 1, 2, 2, 3])):
             n = numbers.pop()
             phone = f"555-{n // 10000:03d}-{n % 10000:04d}"
-            did = f"D{line_no + 2000}"
+            did = f"D{line_no - first_id['line'] + first_id['device']}"
             kind, model = rng.choice(_PHONE_MODELS)
             db.devices.append(
                 Device(

@@ -103,7 +103,9 @@ class TelecomDomain(Domain):
         return TelecomEnvironment(agent, user, self.policy)
 
     @classmethod
-    def generate(cls, out_dir: Path, seed: int, n_tasks: int = 120, eval_fraction: float = 0.3) -> Path:
+    def generate(
+        cls, out_dir: Path, seed: int, n_tasks: int = 120, eval_fraction: float = 0.3, ids: str = "tau2"
+    ) -> Path:
         from .generator import generate
 
-        return generate(Path(out_dir), seed=seed, n_tasks=n_tasks, eval_fraction=eval_fraction)
+        return generate(Path(out_dir), seed=seed, n_tasks=n_tasks, eval_fraction=eval_fraction, ids=ids)

@@ -22,6 +22,7 @@ import random
 from pathlib import Path
 from typing import Any
 
+from ..generated import write_generator_record
 from .db_builder import build_database
 from .faults import FAULT_ORDER, FAULTS, UNFIXABLE
 from .task_maker import ISSUE_WEIGHTS, N_FAULT_WEIGHTS, _make_task
@@ -45,21 +46,21 @@ def _dump(path: Path, value: Any) -> None:
     path.write_text(json.dumps(value, indent=2, ensure_ascii=False) + "\n")
 
 
-def generate(out_dir: Path, seed: int, n_tasks: int = 120, eval_fraction: float = 0.3) -> Path:
-    """Write a synthetic telecom data folder; returns ``out_dir``."""
+def generate(out_dir: Path, seed: int, n_tasks: int = 120, eval_fraction: float = 0.3, ids: str = "tau2") -> Path:
+    """Write a synthetic telecom data folder; returns ``out_dir``. ``ids``: see :data:`.db_builder.ID_STARTS`."""
     if n_tasks < 1:
         raise ValueError("n_tasks must be at least 1")
     if not 0.0 <= eval_fraction < 1.0:
         raise ValueError("eval_fraction must be in [0, 1)")
     rng = random.Random(seed)
-    db = build_database(rng)
+    db = build_database(rng, ids=ids)
     tasks = [_make_task(i, rng, db) for i in range(n_tasks)]
-    ids = [t["id"] for t in tasks]
-    shuffled = ids[:]
+    task_ids = [t["id"] for t in tasks]
+    shuffled = task_ids[:]
     rng.shuffle(shuffled)
     n_test = round(n_tasks * eval_fraction)
     test = set(shuffled[:n_test])
-    split = {"train": [i for i in ids if i not in test], "test": [i for i in ids if i in test]}
+    split = {"train": [i for i in task_ids if i not in test], "test": [i for i in task_ids if i in test]}
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -68,4 +69,5 @@ def generate(out_dir: Path, seed: int, n_tasks: int = 120, eval_fraction: float 
     (out_dir / "policy.md").write_text(POLICY_FILE.read_text())
     _dump(out_dir / "tasks.json", tasks)
     _dump(out_dir / "split_tasks.json", split)
+    write_generator_record(out_dir, "telecom", seed, n_tasks, eval_fraction, ids)
     return out_dir

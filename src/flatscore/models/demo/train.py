@@ -24,6 +24,10 @@ IGNORE = -100
 WARMUP_STEPS = 20
 
 
+class TrainingTimeLimit(RuntimeError):
+    """Training passed its ``max_seconds`` guard before its fixed number of steps."""
+
+
 def encode_for_training(tokenizer, conversation: dict[str, Any], max_len: int) -> list[tuple[list[int], list[int]]]:
     """Render one conversation and return [(input_ids, labels)] pieces of at most `max_len` tokens.
 
@@ -187,8 +191,12 @@ def train_demo_model(
     """Train tokenizer + randomly initialised LlamaForCausalLM on `conversations`, save an HF dir.
 
     Each conversation is {"messages": [...OpenAI chat messages...], "tools": [...OpenAI tools...]}.
-    The loss is on assistant tokens only. Stops after `steps` or `max_seconds`, whichever first
-    (a size may set a default time cap; the manifest records steps done vs planned).
+    The loss is on assistant tokens only. Training runs exactly `steps` steps (None: the size's
+    default), so the same conversations, size, seed and machine give the same weights: a model
+    whose training stopped on wall-clock time would differ with the machine's load, and so would
+    every number of a study built on it. `max_seconds` is only a guard: past it, training fails
+    with :class:`TrainingTimeLimit` and writes no model (never a silently shorter training).
+    `log_every`: print progress (step, loss, elapsed, time left) every that many steps.
     `bf16`: bf16 autocast for the forward pass (master weights stay fp32); None: the size's
     default ("auto": on where the CPU has native bf16 matmuls, AMX/AVX512-BF16, where a default-size
     step ran ~1.7x faster than fp32; the tiny size keeps fp32, its matmuls are too small to gain).
@@ -204,8 +212,6 @@ def train_demo_model(
     batch_size = int(batch_size if batch_size is not None else spec["batch_size"])
     max_len = int(max_len if max_len is not None else spec["max_len"])
     max_len = min(max_len, spec["max_position_embeddings"])
-    if max_seconds is None:
-        max_seconds = spec.get("max_seconds")
     if bf16 is None:
         bf16 = spec.get("bf16", False) == "auto" and cpu_bf16_supported()
     # Threads: the size's default (tiny: 1; its matmuls are too small to split, and on a busy
@@ -279,35 +285,28 @@ def _train(
         betas=(0.9, 0.95),
         eps=1e-8,
     )
-    # Warm-up: a short fixed ramp. (It was steps // 20 of the *planned* steps, 75 of 1,500, while
-    # a time cap on a CPU without bf16 matmuls ended training after ~115.)
+    # Warm-up: a short fixed ramp (a twentieth of the steps, at most WARMUP_STEPS).
     warmup = max(1, min(steps // 20, WARMUP_STEPS))
     rng = random.Random(seed)
     order: list[list[int]] = []
     pad_id = tokenizer.convert_tokens_to_ids("<|pad|>")
     losses: list[float] = []
     done = 0
-    # With a time cap, the schedule is fitted to the steps that fit: from step 3 on, the
-    # projected number of steps (mean step time since step 3, warm-up steps being slower)
-    # replaces `steps` as the schedule's length, so the learning rate still anneals before the cap.
-    total = steps
-    t_measure = None
+    t_first_step = time.perf_counter()
     for step in range(steps):
-        now = time.perf_counter()
-        if max_seconds is not None:
-            if now - t0 > max_seconds or step >= total:
-                break
-            if step == 3:
-                t_measure = now
-            elif step > 3:
-                per_step = (now - t_measure) / (step - 3)
-                total = min(steps, step + max(1, int((max_seconds - (now - t0)) / per_step)))
+        elapsed = time.perf_counter() - t0
+        if max_seconds is not None and elapsed > max_seconds:
+            raise TrainingTimeLimit(
+                f"max_seconds: training passed its {max_seconds:g} s guard after {step} of {steps} steps "
+                f"({elapsed:.0f} s; the machine may be busy); no model was written. Raise the model's "
+                "max_seconds (or leave it unset) to train the same model, or lower its steps for a smaller one"
+            )
         if not order:
             order = bucketed_batches([len(x) for x, _ in examples], batch_size, rng, max_tokens=max_batch_tokens)
         idx = order.pop()
         batch = _collate([examples[i] for i in idx], pad_id)
         for g in opt.param_groups:
-            g["lr"] = _lr_at(step, total, lr, warmup)
+            g["lr"] = _lr_at(step, steps, lr, warmup)
         # No attention mask: batches are right-padded, and under causal attention no real token
         # can see the padding after it (its labels are ignored), so the mask changes nothing but
         # forces SDPA off its fused causal kernel (1.6x slower per step at 1,800 tokens).
@@ -319,8 +318,10 @@ def _train(
         opt.step()
         losses.append(float(loss.detach()))
         done = step + 1
-        if log_every and done % log_every == 0:
-            print(f"step {done}/{total} loss {losses[-1]:.4f} {time.perf_counter() - t0:.1f}s", flush=True)
+        if log_every and (done % log_every == 0 or done == steps):
+            _print_progress(done, steps, losses, time.perf_counter() - t0, t_first_step)
+        if step == 0:
+            t_first_step = time.perf_counter()
 
     model.eval()
     out = save_demo_dir(model, tokenizer, out_dir)
@@ -348,8 +349,6 @@ def _train(
         n_label_tokens=n_label,
         vocab_size=len(tokenizer),
         steps=done,
-        steps_planned=steps,
-        time_capped=done < steps,
         max_seconds=max_seconds,
         bf16_autocast=bf16,
         num_threads=num_threads,
@@ -368,6 +367,17 @@ def _train(
     )
     manifest.save(out)
     return manifest
+
+
+def _print_progress(done: int, steps: int, losses: list[float], elapsed: float, t_first_step: float) -> None:
+    """One progress line: a 6-10 minute training must not look like a hung job (terminal and rule log)."""
+    recent = losses[-25:]
+    per_step = (time.perf_counter() - t_first_step) / max(1, done - 1)
+    left = per_step * (steps - done)
+    print(
+        f"step {done}/{steps} loss {sum(recent) / len(recent):.4f} elapsed {elapsed:.0f}s left ~{left:.0f}s",
+        flush=True,
+    )
 
 
 def load_conversations(path: str | Path) -> list[dict[str, Any]]:

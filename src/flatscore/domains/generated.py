@@ -1,0 +1,30 @@
+"""The record a synthetic data folder keeps of how it was generated.
+
+Expert demonstrations add extra synthetic databases beside the study's own (``augment_dbs``);
+they must have the same id shapes as the data the model is evaluated on, or the model learns
+to copy ids of another length than it meets. The record carries that across, and tells a reader
+of the folder which generator settings made it. tau2-bench's own data has no record: its ids are
+tau2's shapes.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+GENERATOR_FILE = "flatscore_generator.json"
+#: The id shapes of tau2-bench's own data (and of a folder without a record).
+TAU2_IDS = "tau2"
+
+
+def write_generator_record(out_dir: Path, domain: str, seed: int, n_tasks: int, eval_fraction: float, ids: str) -> None:
+    record = {"domain": domain, "seed": seed, "n_tasks": n_tasks, "eval_fraction": eval_fraction, "ids": ids}
+    (Path(out_dir) / GENERATOR_FILE).write_text(json.dumps(record, indent=2) + "\n")
+
+
+def generated_ids(data_dir: str | Path) -> str:
+    """The id shapes ``data_dir`` was generated with; :data:`TAU2_IDS` where it has no record."""
+    path = Path(data_dir) / GENERATOR_FILE
+    if not path.is_file():
+        return TAU2_IDS
+    return str(json.loads(path.read_text(encoding="utf-8")).get("ids", TAU2_IDS))
