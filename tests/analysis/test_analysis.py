@@ -361,3 +361,46 @@ def test_closed_form_bootstrap_equals_pingouins():
         ours = _bootci(x, n_boot=800, seed=seed)
         theirs = pg.compute_bootci(x, func="mean", method="bca", n_boot=800, decimals=12, seed=seed)
         assert ours == pytest.approx(tuple(theirs), abs=1e-9)
+
+
+# ------------------------------------------------------------------------------ floor and ceiling
+@pytest.mark.parametrize(("shift", "bound"), [(-2.0, "floor"), (2.0, "ceiling")])
+def test_no_verdict_at_the_floor_or_the_ceiling(tmp_path, shift, bound):
+    """Two arms that both solve nothing (or everything) are not called equivalent: TOST at 0% vs
+    0% would say "equivalent" and the report "lossless". The row says floor/ceiling instead, the
+    amplification ratio is withheld at the floor, and pass^k and budget curves mark the bound."""
+    spec = SyntheticStudy(
+        precisions=("full", "int4"),
+        budgets=(60,),
+        n_tasks=20,
+        trials=2,
+        identical=True,
+        success_shift={"full": shift, "int4": shift},
+    )
+    paths = write_study(spec, tmp_path)
+    ep = load_cells(paths).episodes
+    c = stats.compare_precisions(ep, **FAST).iloc[0]
+    assert c["bound"] == bound and not c["equivalent"] and not c["equivalent_holm"]
+    assert np.isnan(c["tost_p"]) and bound in c["note"]
+    amp = stats.amplification_table(ep, n_boot=100)
+    assert (amp["bound"] == bound).all()
+    with_errors = amp[amp["count_ref"] > 0]
+    assert len(with_errors)
+    assert with_errors["ratio_per_task"].isna().all() == (bound == "floor")  # kept at the ceiling
+    assert (stats.passk_table(ep)["bound"] == bound).all()
+    curves = stats.budget_curves(ep, n_boot=100)
+    assert (curves.loc[curves["success"] == (0.0 if bound == "floor" else 1.0), "bound"] == bound).all()
+
+
+def test_summary_says_floor_instead_of_equivalent(tmp_path):
+    spec = SyntheticStudy(
+        precisions=("full", "int4"),
+        budgets=(10,),
+        n_tasks=12,
+        trials=2,
+        identical=True,
+        success_shift={"full": -2.0, "int4": -2.0},
+    )
+    paths = aggregate(write_study(spec, tmp_path / "cells"), tmp_path / "agg", **FAST)
+    gap_rows = [line for line in paths["summary"].read_text().splitlines() if "| largest |" in line]
+    assert gap_rows and all(line.rstrip(" |").endswith("floor") for line in gap_rows), gap_rows

@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from flatscore.analysis.bootstrap import bootci_tasks
+from flatscore.analysis.bounds import value_bound
 from flatscore.analysis.tasks import CURVE_KEYS
 
 
@@ -64,9 +65,21 @@ def budget_curves(episodes: pd.DataFrame, n_boot: int = 2000, seed: int = 0) -> 
                     "ci_high": hi,
                     "real_run": rkey in real,
                     "real_success": real.get(rkey, math.nan),
+                    "bound": value_bound(float(per_task.mean())),
                 }
             )
-    cols = [*CURVE_KEYS, "source_budget", "K", "n_tasks", "success", "ci_low", "ci_high", "real_run", "real_success"]
+    cols = [
+        *CURVE_KEYS,
+        "source_budget",
+        "K",
+        "n_tasks",
+        "success",
+        "ci_low",
+        "ci_high",
+        "real_run",
+        "real_success",
+        "bound",
+    ]
     return pd.DataFrame(rows, columns=cols)
 
 

@@ -3,7 +3,8 @@
 Each pair of arms gets a Wilcoxon signed-rank test, a paired t-test, a TOST equivalence test
 (pingouin) and a bootstrap CI of the mean difference (:mod:`~flatscore.analysis.bootstrap`);
 p-values are Holm-corrected across the table. Degenerate inputs (fewer than 3 tasks, every
-difference equal) get an explicit decision and a note instead of NaNs.
+difference equal) get an explicit decision and a note instead of NaNs. Two arms that both solve
+no task, or every task, get no test and no verdict: ``bound`` says ``floor`` or ``ceiling``.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import pandas as pd
 import pingouin as pg
 
 from flatscore.analysis.bootstrap import _bootci
+from flatscore.analysis.bounds import success_bound
 from flatscore.analysis.tasks import ALPHA, CMP_KEYS, REFERENCE_PRECISION, REPAIR_KEYS, iter_pairs, task_table
 
 
@@ -32,6 +34,7 @@ def paired_test(treat, ref, margin: float = 0.075, n_boot: int = 2000, seed: int
         "diff": float(d.mean()) if len(d) else math.nan,
         "sd_diff": float(d.std(ddof=1)) if len(d) > 1 else math.nan,
         "note": "",
+        "bound": success_bound(x, y),
     }
     out["diff_ci_low"], out["diff_ci_high"] = _bootci(d, n_boot=n_boot, seed=seed)
     nan = math.nan
@@ -49,6 +52,10 @@ def paired_test(treat, ref, margin: float = 0.075, n_boot: int = 2000, seed: int
     )
     if len(d) < 3:
         out["note"] = "fewer than 3 paired tasks: no test"
+        return out
+    if out["bound"]:
+        level = "0%" if out["bound"] == "floor" else "100%"
+        out["note"] = f"both arms at {level} on every task ({out['bound']}): no test, no equivalence verdict"
         return out
     if np.ptp(d) == 0:  # every task moved by the same amount: tests are degenerate, the answer is not
         c = float(d[0])
@@ -97,6 +104,7 @@ def _finish_tests(df: pd.DataFrame, margin: float) -> pd.DataFrame:
     df["significant_holm"] = df["wilcoxon_p_holm"] < ALPHA
     df["equivalent"] = df["tost_p"] < ALPHA
     df["equivalent_holm"] = df["tost_p_holm"] < ALPHA
+    df["bound"] = df["bound"].fillna("")
     return df
 
 
@@ -125,6 +133,7 @@ _TEST_COLS = [
     "equivalent",
     "equivalent_holm",
     "trials",
+    "bound",
     "note",
 ]
 

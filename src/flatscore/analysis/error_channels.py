@@ -16,6 +16,7 @@ import pandas as pd
 import pingouin as pg
 
 from flatscore.analysis.bootstrap import bootci_tasks
+from flatscore.analysis.bounds import FLOOR, NO_ERRORS, success_bound
 from flatscore.analysis.tasks import (
     ARM_KEYS,
     CMP_KEYS,
@@ -42,6 +43,11 @@ def amplification_table(
     Calls are agent tool calls, user tool calls for ``user_tool_error``, both for ``all_errors``
     (every recorded error, counted toward the budget or not). CIs: one paired bootstrap over
     tasks (both arms resampled together) for all channels at once.
+
+    No ratio where it would compare nothing: ``bound`` is ``floor`` where both arms solve no task
+    (their errors are those of two failures) and ``no errors`` where neither arm made an error of
+    the channel. At the ``ceiling`` (both arms solve every task) the ratio stays: errors recovered
+    within the budget are exactly the damage a flat score hides.
     """
     tasks = task_table(episodes) if tasks is None else tasks
     base = [c for c in channel_columns(episodes) if c != "hallucinated_tool"]
@@ -51,6 +57,7 @@ def amplification_table(
         if len(ref) == 0:
             continue
         fn, qn = ref["n"].to_numpy(float), tr["n"].to_numpy(float)
+        arms_bound = success_bound(ref["pass_rate"], tr["pass_rate"])
         blocks = []
         for ch in channels:
             if ch == "all_errors":
@@ -78,7 +85,8 @@ def amplification_table(
         nc = len(channels)
         for j, ch in enumerate(channels):
             b = A[:, 6 * j : 6 * j + 6].sum(0)
-            has_ref = b[2] > 0
+            bound = arms_bound or (NO_ERRORS if b[0] == 0 and b[2] == 0 else "")
+            has_ref = b[2] > 0 and bound not in (FLOOR, NO_ERRORS)
             rows.append(
                 {
                     **grp,
@@ -100,6 +108,7 @@ def amplification_table(
                     "ratio_per_task": point[nc + j] if has_ref else math.nan,
                     "ratio_per_task_ci_low": lo[nc + j] if has_ref else math.nan,
                     "ratio_per_task_ci_high": hi[nc + j] if has_ref else math.nan,
+                    "bound": bound,
                 }
             )
     cols = [
@@ -122,6 +131,7 @@ def amplification_table(
         "ratio_per_task",
         "ratio_per_task_ci_low",
         "ratio_per_task_ci_high",
+        "bound",
     ]
     return pd.DataFrame(rows, columns=cols)
 

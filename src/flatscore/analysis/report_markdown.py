@@ -133,7 +133,8 @@ def render_summary(data: StudyData, t: dict[str, pd.DataFrame], figs: dict[str, 
                         "ci": _ci(r["diff_ci_low"], r["diff_ci_high"]),
                         "p_holm": r["wilcoxon_p_holm"],
                         "tost_p": r["tost_p"],
-                        "equivalent": bool(r["equivalent"]),
+                        # at 0% vs 0% (or 100% vs 100%) there is nothing to call equivalent
+                        "equivalent": r["bound"] or bool(r["equivalent"]),
                     }
                 )
         gt = pd.DataFrame(rows)
@@ -212,6 +213,12 @@ def render_summary(data: StudyData, t: dict[str, pd.DataFrame], figs: dict[str, 
         a2 = a2.assign(
             ci_task=[_ci(x, y, False) for x, y in zip(a2["ratio_per_task_ci_low"], a2["ratio_per_task_ci_high"])],
             ci_call=[_ci(x, y, False) for x, y in zip(a2["ratio_per_call_ci_low"], a2["ratio_per_call_ci_high"])],
+        )
+        # a ratio of two floors (or of two error-free arms) says nothing: name the bound instead
+        withheld = [b in ("floor", "no errors") for b in a2["bound"]]
+        a2 = a2.assign(
+            ratio_per_task=[b if w else v for b, w, v in zip(a2["bound"], withheld, a2["ratio_per_task"])],
+            ratio_per_call=[b if w else v for b, w, v in zip(a2["bound"], withheld, a2["ratio_per_call"])],
         )
         L += [
             md_table(

@@ -31,6 +31,7 @@ from __future__ import annotations
 import pandas as pd
 
 from flatscore.analysis.bootstrap import DECIMALS, _bootci, bootci_tasks
+from flatscore.analysis.bounds import value_bound
 from flatscore.analysis.budget import (
     budget_curves,
     counterfactual_agreement,
@@ -152,17 +153,19 @@ def success_table(episodes: pd.DataFrame, n_boot: int = 2000, seed: int = 0) -> 
 
 
 def passk_table(episodes: pd.DataFrame) -> pd.DataFrame:
-    """Long table of pass^k for k = 1..trials per arm."""
+    """Long table of pass^k for k = 1..trials per arm; ``bound`` marks an arm at 0 or 1 (floor, ceiling)."""
     tasks = task_table(episodes)
     rows = []
     for key, g in _arm_frame(tasks, ARM_KEYS):
         for k in range(1, int(g["n"].max()) + 1):
+            value = pass_hat_k(g["successes"], g["n"], k)
             rows.append(
                 {
                     **dict(zip(ARM_KEYS, key)),
                     "k": k,
                     "n_tasks": int((g["n"] >= k).sum()),
-                    "pass_hat_k": pass_hat_k(g["successes"], g["n"], k),
+                    "pass_hat_k": value,
+                    "bound": value_bound(value),
                 }
             )
-    return pd.DataFrame(rows, columns=[*ARM_KEYS, "k", "n_tasks", "pass_hat_k"])
+    return pd.DataFrame(rows, columns=[*ARM_KEYS, "k", "n_tasks", "pass_hat_k", "bound"])
