@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from flatscore.analysis.load import REFERENCE_PRECISION, StudyData
+from flatscore.analysis.story import study_story
 
 
 def _fmt(v, nd: int = 3) -> str:
@@ -60,6 +61,16 @@ def render_summary(data: StudyData, t: dict[str, pd.DataFrame], figs: dict[str, 
         f"{', '.join(sorted({'on' if r else 'off' for r in ep['repair'].unique()}))}.",
         "",
     ]
+
+    # the answer first, then the plots a reader looks at first, then the tables behind them
+    L += study_story(t, margin)
+    L += ["## Figures", ""]
+    for k, p in figs.items():
+        if p is None:
+            skipped.append(f"{k}: nothing to draw")
+        else:
+            L.append(f"![{k}]({Path(p).name})")
+    L += [""]
 
     # success with unscored beside
     s = t["success"]
@@ -434,12 +445,6 @@ def render_summary(data: StudyData, t: dict[str, pd.DataFrame], figs: dict[str, 
             "",
         ]
 
-    L += ["## Figures", ""]
-    for k, p in figs.items():
-        if p is None:
-            skipped.append(f"{k}: nothing to draw")
-        else:
-            L.append(f"![{k}]({Path(p).name})")
-    L += ["", "## Skipped", ""]
+    L += ["## Skipped", ""]
     L += [f"- {x}" for x in skipped] if skipped else ["Nothing skipped: every part of the design was present."]
     return "\n".join(L) + "\n"

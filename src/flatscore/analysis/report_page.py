@@ -8,6 +8,7 @@ file therefore exists: the real one, or a labelled placeholder that says why it 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from collections.abc import Mapping
 from pathlib import Path
@@ -40,13 +41,21 @@ def collect_plots(out: Path, written: Mapping[str, Any]) -> None:
 
 
 def write_report_page(aggregate_dir: Path, out: Path) -> Path:
-    """``index.md``: the aggregate's summary, its plots and tables, and where to browse the runs."""
+    """``index.md``: the aggregate's summary (its answer and figures first), its tables, and where to
+    browse the runs. The figures appear once, linked to ``plots/`` from the report's own folder."""
     out.parent.mkdir(parents=True, exist_ok=True)
-    summary = (aggregate_dir / "summary.md").read_text()
-    plots = sorted((aggregate_dir / "plots").glob("*.png"))
-    lines = [summary.rstrip(), "", "## Plots", ""]
-    for plot in plots:
-        lines.append(f"![{plot.stem}]({os.path.relpath(plot, out.parent)})")
+    summary = raw = (aggregate_dir / "summary.md").read_text()
+    # summary.md links its figures beside itself; from the report's folder they are elsewhere
+    summary = re.sub(
+        r"\]\(([^)/]+\.png)\)",
+        lambda m: "](" + os.path.relpath(aggregate_dir / "plots" / m.group(1), out.parent) + ")",
+        summary,
+    )
+    lines = [summary.rstrip()]
+    placeholders = [p for p in sorted((aggregate_dir / "plots").glob("*.png")) if f"]({p.name})" not in raw]
+    if placeholders:
+        lines += ["", "## Plots this design cannot give", ""]
+        lines += [f"![{p.stem}]({os.path.relpath(p, out.parent)})" for p in placeholders]
     tables = sorted(aggregate_dir.glob("*.csv"))
     lines += ["", "## Tables", ""] + [f"- [{t.name}]({os.path.relpath(t, out.parent)})" for t in tables]
     lines += ["", "Browse every cell's run, metrics and trajectories with `flatscore ui` (MLflow UI on 127.0.0.1).", ""]

@@ -1,0 +1,50 @@
+"""The report opens with the study's answer, then its figures, each shown once with a link that works."""
+
+from __future__ import annotations
+
+import re
+
+from flatscore.analysis import aggregate
+from flatscore.analysis.report_page import collect_plots, write_report_page
+from flatscore.analysis.synthetic import SyntheticStudy, write_study
+
+
+def _study(tmp_path, int4_shift: float, int8_identical: bool = False):
+    spec = SyntheticStudy(
+        precisions=("full", "int4"),
+        budgets=(10, 2),
+        repairs=(False, True),
+        n_tasks=80,
+        trials=4,
+        success_shift={"full": 0.0, "int4": int4_shift},
+        hallucination_mult={"full": 1.0, "int4": 3.0},
+        other_mult={"full": 1.0, "int4": 1.0},
+    )
+    paths = aggregate(write_study(spec, tmp_path / "cells"), tmp_path / "agg", n_boot=300)
+    collect_plots(tmp_path / "agg", paths)
+    return paths
+
+
+def test_summary_answers_first_with_the_numbers_of_the_tables(tmp_path):
+    paths = _study(tmp_path, int4_shift=-0.4)
+    text = paths["summary"].read_text()
+    answer, figures, success = (text.index(h) for h in ("## The answer", "## Figures", "## Success per arm"))
+    assert answer < figures < success
+    story = text[answer:figures]
+    assert "a significant gap" in story  # planted: 40 points lower
+    assert "hallucinated_tool x" in story  # planted: 3x the hallucinations
+    # the numbers are the comparison table's
+    import pandas as pd
+
+    c = pd.read_csv(paths["comparisons"])
+    row = c[(c["budget"] == 10) & ~c["repair"]].iloc[0]
+    assert f"{100 * row['success_treat']:.1f}% against {100 * row['success_ref']:.1f}%" in story
+    assert "Repair on vs off" in story
+
+
+def test_report_page_shows_each_figure_once_with_working_links(tmp_path):
+    _study(tmp_path, int4_shift=0.0)
+    page = write_report_page(tmp_path / "agg", tmp_path / "report" / "index.md")
+    links = re.findall(r"!\[[^]]*\]\(([^)]+)\)", page.read_text())
+    assert len(links) == 3 and len(set(links)) == 3, links
+    assert all((page.parent / link).is_file() for link in links), links
