@@ -29,3 +29,7 @@ rule all:
         summary=rules.aggregate.output.summary,
         report=rules.report.output.index,
         tracking=rules.sync_tracking.output.counts,
+
+
+onsuccess:
+    print(where_the_results_are())

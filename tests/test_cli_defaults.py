@@ -48,7 +48,7 @@ MIRRORED = [
     (["train-demo", "--demos", "x", "--out", "x"], "steps", ("models", "demo", "steps")),
     (["generate-domain", "--domain", "retail", "--out", "x"], "ids", ("domains", "retail", "ids")),
     (["quantize", "--model", "m", "--out", "x"], "n_calibration", ("quantization", "n_calibration")),
-    (["sync"], "experiment", ("tracking", "experiment")),
+    (["init-tracking"], "experiment", ("tracking", "experiment")),
     (["aggregate", "--cells", "c", "--out", "x"], "equivalence_margin", ("analysis", "equivalence_margin")),
     (["aggregate", "--cells", "c", "--out", "x"], "power_gaps", ("analysis", "power_gaps")),
 ]

@@ -88,11 +88,15 @@ def _episode(task: int, trial: int, seed: int, domain: str, budget: int, repair:
         "steps": len(msgs),
         "messages": msgs,
         "usage": {"prompt_tokens": 100 + task, "completion_tokens": 20},
-        "timing": {"wall_s": 0.1 * (task + 1)},
+        "timing": {"wall_seconds": 0.1 * (task + 1), "ended_at": EPISODES_END + 10.0 * task},
         "cell": "",
         "tau2_compat": False,
         "schema": 1,
     }
+
+
+#: when the planted episodes ended (epoch seconds): the cell's run must span them
+EPISODES_END = 1_800_000_000.0
 
 
 def make_cell(
@@ -256,13 +260,18 @@ def test_three_cells_nested_idempotent_and_updated(results):
 
     exp, study, cells = _runs(uri, "s1")
     assert len(study) == 1 and len(cells) == 3
+    assert exp.tags["mlflow.experimentKind"] == "custom_model_development"  # the UI opens on runs, not traces
+    for run in cells:  # the run spans the episodes (first start to last end), not the logging
+        assert run.info.start_time == int((EPISODES_END - 0.1) * 1000)
+        assert run.info.end_time == int((EPISODES_END + 20.0) * 1000)
     assert study[0].info.run_name == "s1" and study[0].data.tags["flatscore.study"] == "s1"
     by_id = {r.info.run_id: r for r in cells}
     for d, rid in zip(dirs, ids):
         run = by_id[rid]
         cell = json.loads((d / "cell.json").read_text())
         metrics = json.loads((d / "metrics.json").read_text())
-        assert run.data.tags["mlflow.parentRunId"] == study[0].info.run_id
+        assert run.data.tags["flatscore.study_run_id"] == study[0].info.run_id
+        assert "mlflow.parentRunId" not in run.data.tags  # listed, not folded under the study run
         assert run.data.tags["flatscore.cell_hash"] == cell["cell_hash"]
         for k in ("study", "domain", "precision", "model"):
             assert run.data.tags.get(k if k != "study" else "flatscore.study") == str(cell[k])
@@ -444,7 +453,7 @@ def test_eight_processes_one_fresh_store(tmp_path):
     _, study, cells = _runs(uri, "conc")
     assert len(study) == 1 and len(cells) == 8
     assert {r.info.run_id for r in cells} == set(run_ids)
-    assert all(r.data.tags["mlflow.parentRunId"] == study[0].info.run_id for r in cells)
+    assert all(r.data.tags["flatscore.study_run_id"] == study[0].info.run_id for r in cells)
     import sqlalchemy
     from mlflow.store.db.utils import _verify_schema
 
@@ -539,3 +548,18 @@ def test_server_down_then_sync_once(tmp_path, template_db):
         except subprocess.TimeoutExpired:
             proc.kill()
     print(f"try_log_cell against a closed port returned None in {down_s:.1f}s")
+
+
+def test_sync_logs_into_the_studys_experiment_without_being_told(results):
+    """The workflow's store marker names the study's experiment; a bare `flatscore sync` after an
+    outage must log there, not into the schema's default experiment."""
+    from flatscore.cli import main
+
+    marker = results / "tracking" / "store.json"
+    assert main(["init-tracking", "--results", str(results), "--experiment", "my-study", "--marker", str(marker)]) == 0
+    make_cell(results, study="s9")
+    assert main(["sync", "--results", str(results)]) == 0
+    uri = resolve_tracking_uri(None, results)
+    _, _, cells = _runs(uri, "my-study")
+    assert len(cells) == 1
+    assert _client(uri).get_experiment_by_name("flatscore") is None

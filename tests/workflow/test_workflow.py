@@ -99,7 +99,15 @@ def test_every_cell_has_results_and_an_mlflow_run(study):
         assert run.data.params["budget"] == str(info["budget"])
         assert run.data.metrics["n_episodes"] == metrics["n_episodes"]
         assert "success_rate" in run.data.metrics and "channel_invented_tool" in run.data.metrics
-        assert run.data.tags.get("mlflow.parentRunId"), "cell runs are nested under the study run"
+        assert run.data.tags.get("flatscore.study_run_id"), "cell runs name their study run"
+        # the run spans its episodes' time, not the seconds logging took
+        assert run.info.end_time - run.info.start_time >= 1000 * max_episode_wall(cell)
+
+
+def max_episode_wall(cell) -> float:
+    return max(
+        json.loads(line)["timing"]["wall_seconds"] for line in (cell / "episodes.jsonl").read_text().splitlines()
+    )
 
 
 def test_tables_cover_every_cell_and_plots_are_images(study):

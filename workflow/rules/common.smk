@@ -151,6 +151,24 @@ def tracking_uri_arg():
     return f"--tracking-uri {uri}" if uri else ""
 
 
+def where_the_results_are():
+    """The lines a finished run ends with: a newcomer should not have to search for the results."""
+    summary = Path(RESULTS) / "aggregate" / "summary.md"
+    if not summary.exists():
+        return ""
+    ui = f"flatscore ui --results {RESULTS}" + (f" --tracking-uri {TRACKING['uri']}" if TRACKING["uri"] else "")
+    return "\n".join(
+        [
+            "",
+            "flatscore: the study is done.",
+            f"  the answer and its figures:  {RESULTS}/report/index.md (summary: {summary})",
+            f"  every table (CSV):           {RESULTS}/aggregate/",
+            f"  every cell's episodes:       {RESULTS}/cells/<model>/<precision>/<domain>/K<budget>/<repair>/",
+            f"  browse the runs in MLflow:   {ui}   (experiment '{TRACKING['experiment']}', http://127.0.0.1:5000)",
+        ]
+    )
+
+
 #: One server per (model, precision), shared by all its episode shards (a service job in the
 #: "inference" group), unless backend.shared_server is false (then each job serves its own).
 SHARED_SERVER = bool(BACKEND["serve"]) and not BACKEND["base_url"] and BACKEND["shared_server"]

@@ -19,8 +19,10 @@ rule tracking_store:
     params:
         uri=tracking_uri_arg(),
         results=lambda wc, output: str(Path(output.ready).parent.parent),
+        experiment=config["tracking"]["experiment"],
     shell:
-        "flatscore init-tracking {params.uri} --results {params.results} --marker {output.ready} > {log} 2>&1"
+        "flatscore init-tracking {params.uri} --results {params.results} --experiment {params.experiment:q} "
+        "--marker {output.ready} > {log} 2>&1"
 
 
 rule serve_model:

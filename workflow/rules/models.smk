@@ -65,4 +65,4 @@ rule train_demo:
         ),
     shell:
         "flatscore train-demo --demos {input.demos} --out {params.out} --size {params.size} "
-        "--seed {params.seed} {params.limits} > {log} 2>&1"
+        "--seed {params.seed} {params.limits} 2>&1 | tee {log}"

@@ -27,4 +27,4 @@ rule quantize:
     shell:
         "flatscore quantize --model {params.source} --out {params.out} --scheme {params.scheme} "
         "--group-size {params.group_size} --calibration {input.calibration} "
-        "--n-calibration {params.n_calibration} > {log} 2>&1"
+        "--n-calibration {params.n_calibration} 2>&1 | tee {log}"

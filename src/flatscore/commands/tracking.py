@@ -14,13 +14,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("init-tracking", help="create the MLflow store once (before concurrent cells log into it)")
     p.add_argument("--tracking-uri", default=None)
     p.add_argument("--results", default="results")
+    p.add_argument("--experiment", default=schema_default("tracking", "experiment"))
     p.add_argument("--marker", default=None, help="file to write when the store is ready")
     p.set_defaults(func=cmd_init_tracking)
 
     p = sub.add_parser("sync", help="log every cell not yet in MLflow (after the store was unreachable)")
     p.add_argument("--results", default="results")
-    p.add_argument("--tracking-uri", default=None)
-    p.add_argument("--experiment", default=schema_default("tracking", "experiment"))
+    p.add_argument("--tracking-uri", default=None, help=f"default: the study's, from <results>/{STORE_MARKER}")
+    p.add_argument(
+        "--experiment",
+        default=None,
+        help=f"default: the study's, from <results>/{STORE_MARKER} "
+        f"(else {schema_default('tracking', 'experiment')!r})",
+    )
     p.add_argument("--marker", default=None, help="file to write with the counts")
     p.set_defaults(func=cmd_sync)
 
@@ -30,6 +36,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=5000)
     p.set_defaults(func=cmd_ui)
+
+
+#: What the workflow's tracking_store rule leaves: the study's store and experiment, so that a
+#: later ``flatscore sync`` logs where the study logs without being told again.
+STORE_MARKER = "tracking/store.json"
+
+
+def _study_tracking(results: str) -> dict:
+    path = Path(results) / STORE_MARKER
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
 
 
 def _write_marker(path: str | None, payload: dict) -> None:
@@ -43,7 +62,7 @@ def cmd_init_tracking(args: argparse.Namespace) -> int:
 
     uri = resolve_tracking_uri(args.tracking_uri, args.results)
     ensure_store(uri)
-    _write_marker(args.marker, {"tracking_uri": uri})
+    _write_marker(args.marker, {"tracking_uri": uri, "experiment": args.experiment})
     print(f"MLflow store ready: {uri}")
     return 0
 
@@ -51,8 +70,11 @@ def cmd_init_tracking(args: argparse.Namespace) -> int:
 def cmd_sync(args: argparse.Namespace) -> int:
     from flatscore.tracking import sync_results
 
-    counts = sync_results(args.results, args.tracking_uri, args.experiment)
-    print(f"MLflow sync: {counts}")
+    study = _study_tracking(args.results)
+    uri = args.tracking_uri or study.get("tracking_uri")
+    experiment = args.experiment or study.get("experiment") or schema_default("tracking", "experiment")
+    counts = sync_results(args.results, uri, experiment)
+    print(f"MLflow sync into experiment {experiment!r}: {counts}")
     _write_marker(args.marker, counts)
     return 0
 

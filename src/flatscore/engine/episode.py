@@ -389,6 +389,11 @@ class Episode:
             steps=self.steps,
             messages=json.loads(json.dumps(self.trajectory, default=str)),
             usage=dict(self.usage),
-            timing={"wall_seconds": round(wall, 6), "model_seconds": round(self.model_seconds, 6)},
+            # ended_at (epoch seconds): the cell's MLflow run spans its episodes, not its logging
+            timing={
+                "wall_seconds": round(wall, 6),
+                "model_seconds": round(self.model_seconds, 6),
+                "ended_at": round(time.time(), 3),
+            },
             tau2_compat=self.settings.tau2_compat,
         )

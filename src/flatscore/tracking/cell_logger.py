@@ -1,5 +1,5 @@
-"""Log one study cell to MLflow: one experiment per study, a parent "study" run, one nested
-run per cell found again by its identity hash, never duplicated.
+"""Log one study cell to MLflow: one experiment per study, a "study" run, one run per cell
+found again by its identity hash, never duplicated.
 
 A cell folder (``<results>/cells/...``) holds ``cell.json``, ``episodes.jsonl`` and
 ``metrics.json``. :func:`log_cell` makes the cell's MLflow run match that folder:
@@ -7,8 +7,10 @@ A cell folder (``<results>/cells/...``) holds ``cell.json``, ``episodes.jsonl`` 
 * same content as already logged (tag ``flatscore.content_sha256``) -> no-op, same run id;
 * content changed -> the *same* run gets new metric values (next step), fresh artifacts and
   traces; params already logged are immutable in MLflow and are kept;
-* no run yet -> one is created under the study run (``mlflow.parentRunId``), named by the
-  cell's identity (:func:`~flatscore.tracking.cell_reader.cell_run_name`).
+* no run yet -> one is created beside the study run (tag ``flatscore.study_run_id``; not nested,
+  so the UI lists every cell instead of folding them under one collapsed row), named by the
+  cell's identity (:func:`~flatscore.tracking.cell_reader.cell_run_name`) and spanning the
+  time its episodes ran (not the time logging took).
 
 The content tag is written last, so a run interrupted half-way is redone on the next call.
 After success a marker ``tracking.json`` is written in the cell folder; cells without a
@@ -145,10 +147,11 @@ def log_cell(
                 runs.TAG_KIND: "cell",
                 runs.TAG_CELL_HASH: cell_hash,
                 runs.TAG_STUDY: study,
-                runs.TAG_PARENT: parent_id,
+                runs.TAG_STUDY_RUN: parent_id,
             }
+            start_ms = episode_span_ms(cell_dir / EPISODES_FILE)[0]
             run = with_retry(
-                lambda: client.create_run(exp_id, run_name=run_name, tags=tags),
+                lambda: client.create_run(exp_id, start_time=start_ms, run_name=run_name, tags=tags),
                 what="create_run(cell)",
             )
             run_id = run.info.run_id
@@ -189,7 +192,7 @@ def log_cell(
         runs.TAG_STUDY: study,
         runs.TAG_CELL_ID: run_name,
         runs.TAG_RUN_NAME: run_name,  # renames a run first logged under its bare folder name
-        runs.TAG_PARENT: parent_id,
+        runs.TAG_STUDY_RUN: parent_id,
         runs.TAG_REVISION: str(revision),
     }
     for k in _TAGGED_FIELDS:
@@ -217,9 +220,27 @@ def log_cell(
 
     # Last: the content tag says "this run holds this content".
     with_retry(lambda: client.set_tag(run_id, runs.TAG_CONTENT, sha), what="set_tag")
-    with_retry(lambda: client.set_terminated(run_id, "FINISHED"), what="set_terminated")
+    if existing is not None and runs.TAG_PARENT in existing.data.tags:  # nested by an older flatscore
+        with_retry(lambda: client.delete_tag(run_id, runs.TAG_PARENT), what="delete_tag")
+    end_ms = episode_span_ms(cell_dir / EPISODES_FILE, episodes)[1]
+    with_retry(lambda: client.set_terminated(run_id, "FINISHED", end_time=end_ms), what="set_terminated")
     _write_marker(cell_dir, _marker(run_id, uri, sha, exp_id))
     return run_id
+
+
+def episode_span_ms(path: Path, episodes: list[dict[str, Any]] | None = None) -> tuple[int | None, int | None]:
+    """(first start, last end) of a cell's episodes in epoch ms, from their ``timing``; (None, None)
+    where the records predate ``ended_at`` (MLflow then uses the logging time)."""
+    if episodes is None:
+        episodes = read_episodes(path) if path.exists() else []
+    spans = [
+        (t["ended_at"] - float(t.get("wall_seconds") or 0.0), t["ended_at"])
+        for t in (e.get("timing") or {} for e in episodes)
+        if isinstance(t.get("ended_at"), (int, float))
+    ]
+    if not spans:
+        return None, None
+    return int(min(s for s, _ in spans) * 1000), int(max(e for _, e in spans) * 1000)
 
 
 def _log_artifacts(

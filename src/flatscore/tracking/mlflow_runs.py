@@ -21,6 +21,12 @@ TAG_CONTENT = "flatscore.content_sha256"
 TAG_REVISION = "flatscore.revision"
 TAG_CELL_ID = "flatscore.cell_id"
 TAG_PARENT = "mlflow.parentRunId"
+#: Cell runs name their study run here instead of nesting under it: nested, the UI folds every
+#: cell run under one collapsed study row, and a newcomer sees one run where the study has dozens.
+TAG_STUDY_RUN = "flatscore.study_run_id"
+#: MLflow 3's UI opens an experiment by its kind; without it, on the traces page.
+TAG_EXPERIMENT_KIND = "mlflow.experimentKind"
+EXPERIMENT_KIND = "custom_model_development"
 TAG_RUN_NAME = "mlflow.runName"
 
 #: MLflow's limits on one log_batch call.
@@ -45,13 +51,18 @@ def get_or_create_experiment(mlflow_client: Any, name: str, uri: str) -> str:
     if exp is not None:
         if exp.lifecycle_stage == "deleted":
             with_retry(lambda: mlflow_client.restore_experiment(exp.experiment_id), what="restore_experiment")
+        if TAG_EXPERIMENT_KIND not in exp.tags:  # made before flatscore set it
+            with_retry(
+                lambda: mlflow_client.set_experiment_tag(exp.experiment_id, TAG_EXPERIMENT_KIND, EXPERIMENT_KIND),
+                what="set_experiment_tag",
+            )
         return exp.experiment_id
     try:
         return with_retry(
             lambda: mlflow_client.create_experiment(
                 name,
                 artifact_location=default_artifact_root(uri),
-                tags={TAG_STUDY: name},
+                tags={TAG_STUDY: name, TAG_EXPERIMENT_KIND: EXPERIMENT_KIND},
             ),
             what="create_experiment",
         )
