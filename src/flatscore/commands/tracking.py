@@ -24,8 +24,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--experiment",
         default=None,
-        help=f"default: the study's, from <results>/{STORE_MARKER} "
-        f"(else {schema_default('tracking', 'experiment')!r})",
+        help=f"default: the study's, from <results>/{STORE_MARKER} (else {schema_default('tracking', 'experiment')!r})",
     )
     p.add_argument("--marker", default=None, help="file to write with the counts")
     p.set_defaults(func=cmd_sync)
