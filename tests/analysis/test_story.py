@@ -40,6 +40,7 @@ def test_summary_answers_first_with_the_numbers_of_the_tables(tmp_path):
     row = c[(c["budget"] == 10) & ~c["repair"]].iloc[0]
     assert f"{100 * row['success_treat']:.1f}% against {100 * row['success_ref']:.1f}%" in story
     assert "Repair on vs off" in story
+    assert "Power at K=10 with 80 tasks" in story  # what an inconclusive verdict could have seen
 
 
 def test_report_page_shows_each_figure_once_with_working_links(tmp_path):

@@ -56,6 +56,32 @@ def _amplified(amp: pd.DataFrame, precision: str) -> str:
     return text
 
 
+def _power_sentence(power: pd.DataFrame | None, model: str, domain: str, budget: int) -> str:
+    """What gap this run could have detected: an inconclusive verdict is only news beside it."""
+    if power is None or len(power) == 0:
+        return ""
+    rows = power[
+        (power["model"].astype(str) == model)
+        & (power["domain"].astype(str) == domain)
+        & (power["budget"] == budget)
+        & ~power["repair"].astype(bool)
+        & (power["kind"] == "success_gap")
+    ]
+    if len(rows) == 0:
+        return ""
+    worst = rows.sort_values("power_now").groupby("target", sort=True).first().reset_index()
+    parts = [
+        f"{100 * r['target']:.0f} points {100 * r['power_now']:.0f}%"
+        + ("" if r["power_now"] >= 0.8 else f" ({r['n_tasks_needed']:.0f} tasks for 80%)")
+        for _, r in worst.iterrows()
+        if math.isfinite(r["power_now"])
+    ]
+    if not parts:
+        return ""
+    n_now = int(rows["n_tasks_now"].max())
+    return f"- Power at K={budget} with {n_now} tasks (paired, alpha 0.05) to detect a gap of " + "; ".join(parts) + "."
+
+
 def study_story(t: dict[str, pd.DataFrame], margin: float) -> list[str]:
     """Markdown lines of the answer for this run; empty where no quantized/full pair exists."""
     comparisons = t["comparisons"]
@@ -85,6 +111,9 @@ def study_story(t: dict[str, pd.DataFrame], margin: float) -> list[str]:
             ]
             if len(arm_amp):
                 lines.append(f"  Errors at K={loose_k}: {_amplified(arm_amp, str(precision))}.")
+        power = _power_sentence(t.get("power"), str(model), str(domain), loose_k)
+        if power:
+            lines.append(power)
         rep = repair[
             (repair["model"].astype(str) == str(model))
             & (repair["domain"].astype(str) == str(domain))
