@@ -31,6 +31,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CLIError as exc:
         print(f"flatscore: error: {exc}", file=sys.stderr)
         return 2
+    except (PermissionError, NotADirectoryError, IsADirectoryError, FileExistsError) as exc:
+        # an output that cannot be written: the path and the reason, not a traceback
+        print(f"flatscore: error: cannot write {exc.filename}: {exc.strerror}", file=sys.stderr)
+        return 2
     except (ValueError, KeyError, FileNotFoundError) as exc:
         message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
         print(f"flatscore: error: {message}", file=sys.stderr)

@@ -15,6 +15,7 @@ from pathlib import Path
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
+from flatscore.config_checks import file_problems
 from flatscore.engine.cell_folder import METRICS_FILE
 
 
@@ -40,6 +41,10 @@ _problem = config_problem(config, Path(workflow.current_basedir) / ".." / "schem
 if _problem:
     raise WorkflowError(_problem)
 validate(config, schema="../schemas/config.schema.yaml")
+# What the schema cannot see (folders that must exist, outputs that must be writable), before any job
+_problem = next(file_problems(config), None)
+if _problem:
+    raise WorkflowError(_problem)
 
 RESULTS = config["results"].rstrip("/")
 STUDY = config["study"]

@@ -1,0 +1,62 @@
+"""Checks of a study config against the file system, before any job runs.
+
+The schema says what a config may hold; it cannot say that a domain folder exists, that a
+local model folder holds a model, or that the results folder can be written. Found inside a job,
+such a problem arrives late (after Snakemake already removed that job's previous output) and
+as a traceback; found here, it is one line naming the field, and nothing has been touched.
+Nothing here creates a file: a dry run stays a dry run.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+#: Files a tau2-bench domain folder must hold for flatscore to load it.
+DOMAIN_FILES = ("tasks.json",)
+
+
+def _looks_local(model_id: str) -> bool:
+    """A Hugging Face id is ``org/name``; a local folder is absolute, relative with ./ or ../, or ~."""
+    return model_id.startswith(("/", "./", "../", "~"))
+
+
+def _writable(path: Path) -> bool:
+    """Whether ``path`` can be written or created: its nearest existing ancestor is a writable folder."""
+    probe = path
+    while not probe.exists():
+        if probe.parent == probe:
+            return False
+        probe = probe.parent
+    return probe.is_dir() and os.access(probe, os.W_OK | os.X_OK)
+
+
+def file_problems(config: Mapping[str, Any]) -> Iterator[str]:
+    """Each problem as ``config: <field>: <what is wrong> (<what was expected>)``."""
+    for name, spec in config.get("domains", {}).items():
+        if spec.get("source") != "path":
+            continue
+        path = Path(os.path.expanduser(str(spec.get("path", ""))))
+        if not path.is_dir():
+            yield f"config: domains.{name}.path: {path} is not a folder (expected a tau2-bench domain data folder)"
+            continue
+        for file in DOMAIN_FILES:
+            if not (path / file).is_file():
+                yield f"config: domains.{name}.path: {path} has no {file} (expected a tau2-bench domain data folder)"
+    for name, spec in config.get("models", {}).items():
+        local = {"id": spec.get("id")} if spec.get("kind") == "hf" else {}
+        local.update({f"quantized.{p}": v for p, v in (spec.get("quantized") or {}).items()})
+        for field, model_id in local.items():
+            if not model_id or not _looks_local(str(model_id)):
+                continue
+            folder = Path(os.path.expanduser(str(model_id)))
+            if not (folder / "config.json").is_file():
+                yield (
+                    f"config: models.{name}.{field}: {folder} holds no config.json "
+                    "(expected a Hugging Face model folder, or an id such as org/name)"
+                )
+    results = Path(os.path.expanduser(str(config.get("results", "results"))))
+    if not _writable(results):
+        yield f"config: results: {results} cannot be written (expected a folder this user may create or write)"
