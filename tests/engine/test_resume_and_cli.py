@@ -113,7 +113,14 @@ def test_store_cuts_a_torn_last_line_and_keeps_the_rest(tmp_path):
             ["episodes", "--domain", "retail", "--agent", "noisy", "--noise", "invented_tool=2", "--out", "OUT"],
             "noise rate 'invented_tool'",
         ),
-        (["episodes", "--domain", "retail", "--agent", "noisy", "--noise", "bogus=0.1", "--out", "OUT"], "--noise"),
+        (
+            ["episodes", "--domain", "retail", "--agent", "noisy", "--noise", "bogus=0.1", "--out", "OUT"],
+            "--noise: unknown channel 'bogus' (known: invented_tool,",
+        ),
+        (
+            ["episodes", "--domain", "retail", "--agent", "expert", "--noise", "tool_error=0.1", "--out", "OUT"],
+            "--noise: only the noisy agent injects errors",
+        ),
         (["episodes", "--domain", "retail", "--data", "DATA", "--tasks", "nope", "--out", "OUT"], "unknown task id"),
     ],
 )
@@ -121,13 +128,27 @@ def test_bad_input_gets_one_clear_line(args, needle, tmp_path, telecom_data):
     from flatscore.domains import domain_class
 
     data = tmp_path / "retail"
-    if "DATA" in args:
+    needs_data = "DATA" in args
+    if needs_data:
         domain_class("retail").generate(data, seed=1)
     args = [str(data) if a == "DATA" else str(tmp_path / "out") if a == "OUT" else a for a in args]
     result = flatscore(*args, cwd=tmp_path)
     assert result.returncode == 2
     assert needle in result.stderr
-    assert "Traceback" not in result.stderr
+    assert "Traceback" not in result.stderr and "__init__()" not in result.stderr
+    assert "--budget: --budget" not in result.stderr and "--trials: --trials" not in result.stderr
+    if not needs_data:  # refused before anything was written, generated data included
+        assert not (tmp_path / "out").exists()
+
+
+def test_a_json_line_that_is_not_an_episode_is_refused_naming_the_line(tmp_path):
+    """Before: ``flatscore: error: task_id``."""
+    from flatscore.engine.cell_folder import CorruptEpisodeLine, read_episode_records
+
+    path = tmp_path / "episodes.jsonl"
+    path.write_text(json.dumps({"task_id": "a", "trial": 0}) + "\n" + json.dumps({"hello": 1}) + "\n")
+    with pytest.raises(CorruptEpisodeLine, match=r"episodes.jsonl:2: not an episode record \(no task_id, trial\)"):
+        list(read_episode_records(path))
 
 
 def test_unreadable_task_file_is_a_clear_error(tmp_path):

@@ -17,9 +17,9 @@ def bounded_int(name: str, minimum: int) -> Callable[[str], int]:
         try:
             value = int(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{name}: expected an integer >= {minimum}, got '{text}'") from None
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"{name}: expected an integer >= {minimum}, got {value}")
+            raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}, got '{text}'") from None
+        if value < minimum:  # argparse already names the flag ("argument --budget: ...")
+            raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}, got {value}")
         return value
 
     return parse
@@ -39,9 +39,9 @@ def noise_rates(text: str) -> dict[str, float]:
     for part in filter(None, (p.strip() for p in text.split(","))):
         key, sep, value = part.partition("=")
         if not sep:
-            raise argparse.ArgumentTypeError(f"--noise: expected CHANNEL=RATE pairs, got '{part}'")
+            raise argparse.ArgumentTypeError(f"expected CHANNEL=RATE pairs, got '{part}'")
         try:
             rates[key.strip()] = float(value)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"--noise: rate of '{key}' must be a number, got '{value}'") from None
+            raise argparse.ArgumentTypeError(f"rate of '{key}' must be a number, got '{value}'") from None
     return rates

@@ -123,19 +123,40 @@ def select_tasks(domain: Any, split: str | None, spec: str | None) -> list[Any]:
     return tasks
 
 
+def _noise_rates(args: argparse.Namespace) -> Any:
+    """The noisy agent's rates, or a one-line error naming the unknown channel or the bad rate."""
+    import dataclasses
+
+    from flatscore.agents.expert import NoiseRates
+
+    known = [f.name for f in dataclasses.fields(NoiseRates) if f.name != "extra"]
+    unknown = sorted(set(args.noise or {}) - set(known))
+    if unknown:
+        raise CLIError(f"--noise: unknown channel {', '.join(map(repr, unknown))} (known: {', '.join(known)})")
+    try:
+        return NoiseRates(**(args.noise or {}))
+    except ValueError as exc:
+        raise CLIError(f"--noise: {exc}") from None
+
+
+def check_episode_arguments(args: argparse.Namespace) -> None:
+    """Every argument check that needs no data, before anything is written into ``--out``."""
+    if args.noise and args.agent != "noisy":
+        raise CLIError(f"--noise: only the noisy agent injects errors (--agent noisy), got --agent {args.agent}")
+    if args.agent == "noisy":
+        _noise_rates(args)
+    if args.serve and (args.agent != "llm" or args.backend != "openai"):
+        raise CLIError("--serve: needs --agent llm --backend openai")
+
+
 def _make_agent(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
     """The agent the arguments name and the backends it needs (role -> backend)."""
-    from flatscore.agents.expert import ExpertAgent, NoiseRates, NoisyExpertAgent
+    from flatscore.agents.expert import ExpertAgent, NoisyExpertAgent
 
     if args.agent == "expert":
         return ExpertAgent(), {}
     if args.agent == "noisy":
-        try:
-            return NoisyExpertAgent(NoiseRates(**(args.noise or {}))), {}
-        except TypeError as exc:
-            raise CLIError(f"--noise: {exc}") from None
-        except ValueError as exc:
-            raise CLIError(str(exc)) from None
+        return NoisyExpertAgent(_noise_rates(args)), {}
     from flatscore.models.llm_factory import LLMAgentSettings, make_llm_agent
 
     return make_llm_agent(
@@ -183,6 +204,7 @@ def _manifest_sha(model_dir: str | None) -> str:
 def cmd_episodes(args: argparse.Namespace) -> int:
     from flatscore.engine.writer_lock import writer_lock
 
+    check_episode_arguments(args)  # a refused call leaves no folder, lock or data behind
     out = Path(args.out)
     with writer_lock(out):  # before the data or a server's files are written into the folder
         return _run_episodes(args, out)

@@ -45,6 +45,10 @@ SUPERSEDED_DIR = ".superseded"
 CELLS_DIR = "cells"
 
 
+#: The fields that identify an episode in its cell: every record has them.
+IDENTITY_FIELDS = ("task_id", "trial")
+
+
 class CorruptEpisodeLine(ValueError):
     """A complete line of an ``episodes.jsonl`` is not a JSON object."""
 
@@ -119,6 +123,9 @@ def parse_episode_line(path: Path, lineno: int, line: bytes) -> dict[str, Any]:
             raise CorruptEpisodeLine(path, lineno, f"not valid JSON ({exc})") from None
     if not isinstance(record, dict):
         raise CorruptEpisodeLine(path, lineno, f"expected a JSON object, got {type(record).__name__}")
+    missing = [key for key in IDENTITY_FIELDS if key not in record]
+    if missing:  # an episode is known by these; without them it is not an episode record
+        raise CorruptEpisodeLine(path, lineno, f"not an episode record (no {', '.join(missing)})")
     return record
 
 
