@@ -13,6 +13,8 @@ SCRIPTS = [
     REPO / "benchmarks" / "gpu_smoke.sh",
     REPO / ".ci" / "slurm" / "setup.sh",
     REPO / ".ci" / "slurm" / "teardown.sh",
+    REPO / ".ci" / "postgres" / "setup.sh",
+    REPO / ".ci" / "postgres" / "teardown.sh",
     REPO / "envs" / "flatscore.post-deploy.sh",
     REPO / "envs" / "inference.post-deploy.sh",
 ]

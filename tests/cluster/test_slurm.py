@@ -186,32 +186,55 @@ def _ci_threads() -> list[str]:
     return [f"{rule}={n}" for rule, n in (prof.get("set-threads") or {}).items()]
 
 
-def _deterministic_config(dst: Path) -> Path:
-    """The tiny study's config, with the demo model's training time cap lifted: training then
-    stops after its fixed step count in both runs, not after however many steps fit in the cap."""
+def _deterministic_config(dst: Path, tracking: dict | None = None) -> Path:
+    """The tiny study's config, with a generous training guard (training runs its fixed step
+    count in both runs; a busy SLURM node must not fail it) and, where given, another tracking store."""
     import yaml
 
     cfg = yaml.safe_load(TEST_CONFIG.read_text())
     for spec in cfg.get("models", {}).values():
         if spec.get("kind") == "demo":
             spec["max_seconds"] = 3600
+    if tracking:
+        cfg["tracking"] = tracking
     dst.write_text(yaml.safe_dump(cfg, sort_keys=False))
     return dst
+
+
+def _tracking_server(request: pytest.FixtureRequest) -> str | None:
+    """The MLflow server on PostgreSQL (tests/conftest.py), or None where PostgreSQL is absent:
+    the SLURM comparison then still runs, logging into sqlite."""
+    try:
+        return request.getfixturevalue("mlflow_pg_server")
+    except pytest.skip.Exception:
+        return None
 
 
 @pytest.mark.skipif(
     not (WORKFLOW.exists() and TEST_CONFIG.exists()),
     reason="workflow not present (Snakefile / .test/config/config.yaml)",
 )
-def test_tiny_study_on_slurm_equals_local(slurm: None, tmp_path: Path) -> None:
+def test_tiny_study_on_slurm_equals_local(slurm: None, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    """The cluster deployment end to end: the SLURM run's cell jobs log over HTTP into an MLflow
+    server on PostgreSQL (where .ci/postgres/setup.sh started one), the local run into sqlite."""
+    import uuid
+
     import pandas.testing as pdt
 
-    config = _deterministic_config(tmp_path / "config.yaml")
+    server = _tracking_server(request)
+    experiment = f"slurm-{uuid.uuid4().hex[:8]}"
+    configs = {
+        "local": _deterministic_config(tmp_path / "config.yaml"),
+        "slurm": _deterministic_config(
+            tmp_path / "config-slurm.yaml", {"uri": server, "experiment": experiment} if server else None
+        ),
+    }
     runs = {}
     for name, profile, extra in (
         ("local", REPO / "profiles" / "local", ["--cores", "2", "--set-threads", *_ci_threads()]),
         ("slurm", CI_PROFILE, []),
     ):
+        config = configs[name]
         work = tmp_path / name
         work.mkdir()
         cmd = [
@@ -248,6 +271,19 @@ def test_tiny_study_on_slurm_equals_local(slurm: None, tmp_path: Path) -> None:
             str(m.relative_to(tmp_path / "local")),
             {k: (a.get(k), b.get(k)) for k in a.keys() | b.keys() if a.get(k) != b.get(k)},
         )
+    if server:  # every cell logged once into the server, finished
+        from mlflow.tracking import MlflowClient
+
+        client = MlflowClient(tracking_uri=server)
+        exp = client.get_experiment_by_name(experiment)
+        cells = [
+            r
+            for r in client.search_runs([exp.experiment_id], max_results=1000)
+            if r.data.tags.get("flatscore.kind") == "cell"
+        ]
+        hashes = [r.data.tags["flatscore.cell_hash"] for r in cells]
+        assert len(cells) == len(set(hashes)) == len(local_cells), (len(cells), len(set(hashes)), len(local_cells))
+        assert all(r.info.status == "FINISHED" for r in cells)
     assert runs["local"], "the local run wrote no aggregate CSVs"
     assert runs["local"].keys() == runs["slurm"].keys()
     for rel, path in runs["local"].items():
