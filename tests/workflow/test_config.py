@@ -77,6 +77,8 @@ def test_one_prompt_default_for_calibration_and_episodes(tmp_path):
         "seed": 0,
         "backend": {"kind": "openai", "base_url": "http://127.0.0.1:8000"},
     }
+    (tmp_path / "retail").mkdir()
+    (tmp_path / "retail" / "tasks.json").write_text("[]")  # the folder must exist (config_checks)
     output = dry_run(tmp_path, config)
     assert "flatscore quantize --model org/big" in output, "the hf model is quantized, calibrated on its demos"
     assert prompts(output, "big") == {"demos": {"full"}, "episodes": {"full"}}

@@ -24,7 +24,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--ids",
         choices=["tau2", "short"],
         default=schema_default("domains", ANY_KEY, "ids"),
-        help="id shapes: tau2-bench's (10-digit item ids...) or 3-digit ones a tiny model copies",
+        help="id shapes: tau2-bench's (10-digit item ids...) or 3-digit ones (one token each for the demo model)",
     )
     gen.set_defaults(func=cmd_generate_domain)
 

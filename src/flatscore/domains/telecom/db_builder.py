@@ -112,7 +112,7 @@ def _date(rng: random.Random, start: datetime.date, span_days: int) -> datetime.
 
 
 #: First number of each id series: tau2-bench-like 4-digit ids, or 3-digit ones (one token of the
-#: demo model's tokenizer, which cuts digit runs into threes) that a tiny model copies more surely.
+#: demo model's tokenizer, which cuts digit runs into threes), for experiments with small models.
 ID_STARTS: dict[str, dict[str, int]] = {
     "tau2": {"customer": 5001, "line": 4001, "device": 6001, "bill": 7001},
     "short": {"customer": 501, "line": 401, "device": 601, "bill": 701},
