@@ -3,7 +3,7 @@
 
 rule aggregate:
     input:
-        metrics=all_cells(rules.episodes.output.metrics),
+        metrics=all_cells(rules.episodes.output.metrics) + replicate_cells(rules.episodes_replicate.output.metrics),
     output:
         summary=report(f"{RESULTS}/aggregate/summary.md", category="Summary"),
         success=report(f"{RESULTS}/aggregate/success.csv", category="Tables"),
