@@ -49,6 +49,8 @@ MIRRORED = [
     (["sync"], "experiment", ("tracking", "experiment")),
     (["aggregate", "--cells", "c", "--out", "x"], "equivalence_margin", ("analysis", "equivalence_margin")),
     (["aggregate", "--cells", "c", "--out", "x"], "power_gaps", ("analysis", "power_gaps")),
+    (["aggregate", "--cells", "c", "--out", "x"], "divergence_window", ("analysis", "divergence_window")),
+    (["aggregate", "--cells", "c", "--out", "x"], "experiment", ("tracking", "experiment")),
 ]
 
 

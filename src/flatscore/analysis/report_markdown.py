@@ -47,7 +47,14 @@ def _ci(lo, hi, pct: bool = True) -> str:
     return f"[{f(lo)}, {f(hi)}]"
 
 
-def render_summary(data: StudyData, t: dict[str, pd.DataFrame], figs: dict[str, Path | None], margin: float) -> str:
+def render_summary(
+    data: StudyData,
+    t: dict[str, pd.DataFrame],
+    figs: dict[str, Path | None],
+    margin: float,
+    more: tuple[list[str], list[str]] = ([], []),
+) -> str:
+    """The summary; ``more`` = (lines, skipped) of further sections, placed before the figures."""
     ep = data.episodes
     skipped: list[str] = []
     L: list[str] = ["# flatscore aggregate summary", ""]
@@ -427,6 +434,8 @@ def render_summary(data: StudyData, t: dict[str, pd.DataFrame], figs: dict[str, 
             "",
         ]
 
+    L += more[0]
+    skipped += more[1]
     L += ["## Figures", ""]
     for k, p in figs.items():
         if p is None:
