@@ -47,6 +47,7 @@ MIRRORED = [
     (["train-demo", "--demos", "x", "--out", "x"], "max_seconds", ("models", "demo", "max_seconds")),
     (["quantize", "--model", "m", "--out", "x"], "n_calibration", ("quantization", "n_calibration")),
     (["sync"], "experiment", ("tracking", "experiment")),
+    (["episodes", "--domain", "retail", "--out", "x"], "temperature", ("backend", "temperature")),
     (["aggregate", "--cells", "c", "--out", "x"], "equivalence_margin", ("analysis", "equivalence_margin")),
     (["aggregate", "--cells", "c", "--out", "x"], "power_gaps", ("analysis", "power_gaps")),
     (["aggregate", "--cells", "c", "--out", "x"], "divergence_window", ("analysis", "divergence_window")),

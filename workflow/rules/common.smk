@@ -228,6 +228,8 @@ def episodes_args(wc, input):
     ]
     if config["split"]:
         args.append(f"--split {config['split']}")
+    if BACKEND["temperature"]:  # greedy (0) keeps the command, hence every existing cell, as it was
+        args.append(f"--temperature {BACKEND['temperature']}")
     if config["tasks_per_domain"]:
         args.append(f"--tasks first:{config['tasks_per_domain']}")
     if wc.repair == "on":

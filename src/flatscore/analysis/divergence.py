@@ -181,8 +181,8 @@ def divergence_summary(pairs: pd.DataFrame) -> pd.DataFrame:
     the trajectories differ), with Wilson 95% intervals."""
     rows = []
     for key, g in pairs.groupby([*CMP_KEYS, "precision"], sort=True):
-        d = g[g["diverged"]]
-        fails = g[g["quant_failed"]]
+        d = g[g["diverged"].astype(bool)]
+        fails = g[g["quant_failed"].astype(bool)]
         at_div = int(fails["diverged"].sum())
         lo, hi = binomial_interval(at_div, len(fails), "wilson")
         turns = d["turn"].to_numpy(float)
@@ -231,7 +231,7 @@ SUMMARY_COLUMNS = [
 def divergence_channels(pairs: pd.DataFrame) -> pd.DataFrame:
     """Per (group, precision, channel) of the first error following a divergence: how often it
     amplifies an error full precision also made at that task (Wilson 95% interval)."""
-    hit = pairs[pairs["error_follows"]]
+    hit = pairs[pairs["error_follows"].astype(bool)]
     rows = []
     for key, g in hit.groupby([*CMP_KEYS, "precision", "error_channel"], sort=True):
         n, k = len(g), int(g["amplified"].sum())

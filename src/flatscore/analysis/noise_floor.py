@@ -85,13 +85,13 @@ def noise_floor_table(
                 tr = np.concatenate([g[[REFERENCE_PRECISION, c]].dropna()[c] for c in reps])
                 aa = {**mcnemar_exact(ref.astype(bool), tr.astype(bool))}
                 aa["icc"], aa["icc_ci_low"], aa["icc_ci_high"] = icc1(r_g[[REFERENCE_PRECISION, *reps]])
-                aa["gap"] = float(np.nanmean(r_g[reps].mean(axis=1) - r_g[REFERENCE_PRECISION]))
+                aa["gap"] = float((r_g[reps].mean(axis=1) - r_g[REFERENCE_PRECISION]).mean())
                 rows.append({**grp, "arm": AA, "replicates": len(reps), **_row(aa)})
             for prec in quants:
                 sub = g[[REFERENCE_PRECISION, prec]].dropna()
                 q = mcnemar_exact(sub[REFERENCE_PRECISION].to_numpy(bool), sub[prec].to_numpy(bool))
                 q["icc"], q["icc_ci_low"], q["icc_ci_high"] = icc1(r_g[[REFERENCE_PRECISION, prec]])
-                q["gap"] = float(np.nanmean(r_g[prec] - r_g[REFERENCE_PRECISION]))
+                q["gap"] = float((r_g[prec] - r_g[REFERENCE_PRECISION]).mean())
                 tost, equivalent = eq.get((*key, prec), (math.nan, False))
                 row = {**grp, "arm": prec, "replicates": len(reps), **_row(q), "tost_p": tost, "equivalent": equivalent}
                 if aa is not None:

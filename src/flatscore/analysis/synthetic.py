@@ -189,6 +189,8 @@ def latent_episodes(
             k += 1
             evs.append((str(ch), tool))
         events.append(evs)
+    if spec.divergence_turn is not None:
+        _plant_errors(spec, precision, task, trial, events)
     return {
         "task": task,
         "trial": trial,
@@ -200,6 +202,16 @@ def latent_episodes(
         "infra": infra,
         "events": events,
     }
+
+
+def _plant_errors(spec: SyntheticStudy, precision: str, task, trial, events: list) -> None:
+    """The planted trajectories' errors, last in each latent episode (so budgets cut them alike):
+    the quantized error after the divergence, full precision's own at the planted tasks."""
+    for i, evs in enumerate(events):
+        if diverges(precision, int(trial[i])):
+            evs.append((spec.divergence_channel, "wrong_tool"))
+        elif full_errs(int(task[i]), spec.n_tasks, spec.amplified_share):
+            evs.append((spec.divergence_channel, "tool_0"))
 
 
 def _records(
@@ -227,8 +239,6 @@ def _records(
             full_error = full_errs(task, spec.n_tasks, spec.amplified_share)
             diverge = diverges(precision, trial)
             messages = planted_messages(task, trial, spec.divergence_turn, spec.divergence_channel, diverge, full_error)
-            evs = list(evs) + [(spec.divergence_channel, "tool_0")] * (full_error and not diverge)
-            evs += [(spec.divergence_channel, "wrong_tool")] * diverge
         chans = dict.fromkeys(CHANNELS, 0)
         agent_err = 0
         for ch, _ in evs:

@@ -62,6 +62,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     ep.add_argument("--seed", type=int, default=0)
     ep.add_argument(
+        "--temperature",
+        type=float,
+        default=schema_default("backend", "temperature"),
+        help="agent sampling temperature; 0: greedy (then seeds change nothing an LLM agent says)",
+    )
+    ep.add_argument(
         "--replicate",
         type=non_negative_int("--replicate"),
         default=0,
@@ -145,6 +151,7 @@ def _make_agent(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
             served_model=args.served_model,
             max_in_flight=args.max_in_flight,
             max_new_tokens=args.max_new_tokens,
+            temperature=args.temperature,
         )
     )
 
