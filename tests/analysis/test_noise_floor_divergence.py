@@ -33,9 +33,14 @@ def test_planted_divergence_turn_channel_and_amplification_are_recovered(tmp_pat
         divergence_turn=turn,
         divergence_channel=channel,
         amplified_share=share,
+        replicates=1,
     )
     data = load_cells(write_study(spec, tmp_path))
-    pairs = dv.divergence_table(data.cells, data.episodes, window=2)
+    main, _ = split_replicates(data)
+    pairs = dv.divergence_table(data.cells, main.episodes, window=2)
+    aa = pairs[pairs["precision"] == AA]  # the replicate's planted trajectories equal full precision's
+    assert len(aa) == spec.n_tasks * spec.trials and not aa["diverged"].any()
+    pairs = pairs[pairs["precision"] == "int4"]
     assert len(pairs) == spec.n_tasks * spec.trials
     diverged = pairs[pairs["diverged"]]
     assert set(diverged["trial"]) == {0, 2} and not pairs.loc[pairs["trial"] % 2 == 1, "diverged"].any()

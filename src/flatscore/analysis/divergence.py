@@ -34,6 +34,7 @@ import pandas as pd
 
 from flatscore.analysis.exact_tests import binomial_interval
 from flatscore.analysis.load import REPLICATE
+from flatscore.analysis.noise_floor import AA
 from flatscore.analysis.tasks import CMP_KEYS, REFERENCE_PRECISION, channel_columns
 from flatscore.engine.cell_folder import EPISODES_FILE, read_episode_records
 
@@ -138,12 +139,18 @@ DIVERGENCE_COLUMNS = [
 
 
 def divergence_table(cells: pd.DataFrame, episodes: pd.DataFrame, window: int = 4) -> pd.DataFrame:
-    """One row per matched (group, quantized precision, task, trial) pair of scored episodes."""
-    cells = cells[cells[REPLICATE] == 0] if REPLICATE in cells else cells
+    """One row per matched (group, quantized precision, task, trial) pair of scored episodes.
+
+    ``episodes``: the study's own (no replicates); full precision's errors per task come from it.
+    A/A replicate cells among ``cells`` are compared with full precision like a quantized arm,
+    under the label ``full (A/A)``: where sampling noise alone first bends a trajectory.
+    """
+    replicate = cells[REPLICATE].to_numpy() if REPLICATE in cells else np.zeros(len(cells), dtype=int)
+    cells = cells.assign(_label=np.where(replicate > 0, AA, cells["precision"].astype(str)))
     full_errors = _full_error_channels(episodes)
     rows = []
     for key, g in cells.groupby(CMP_KEYS, sort=True):
-        precision = g["precision"].astype(str)
+        precision = g["_label"]
         if not (precision == REFERENCE_PRECISION).any():
             continue
         full = dict(_cell_trajectories(list(g.loc[precision == REFERENCE_PRECISION, "path"])))

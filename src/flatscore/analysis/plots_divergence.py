@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from flatscore.analysis.noise_floor import AA
 from flatscore.analysis.plots import MAX_PANELS, _grid, _save, plt, sns
 
 
@@ -28,11 +29,16 @@ def plot_first_divergence(pairs: pd.DataFrame, channels: pd.DataFrame, path) -> 
     amplify an error full precision also made at that task (Wilson 95% CI)."""
     if pairs is None or not pairs["diverged"].any():
         return None
-    d = _largest_budget(pairs[pairs["diverged"]])
+    d = _largest_budget(pairs[pairs["diverged"].astype(bool)])
+    aa = d[d["precision"] == AA]
+    d = d[d["precision"] != AA]
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 3.6))
     kinds = sorted(d["kind"].astype(str).unique())
-    bins = np.arange(d["turn"].max() + 2) - 0.5
-    left.hist([d.loc[d["kind"] == k, "turn"] for k in kinds], bins=bins, stacked=True, label=kinds)
+    bins = np.arange(max(d["turn"].max() if len(d) else 0, aa["turn"].max() if len(aa) else 0) + 2) - 0.5
+    if len(d):
+        left.hist([d.loc[d["kind"] == k, "turn"] for k in kinds], bins=bins, stacked=True, label=kinds)
+    if len(aa):
+        left.hist(aa["turn"], bins=bins, histtype="step", color="black", lw=1.2, label="full vs full (A/A)")
     left.set_xlabel("first divergence (message index)")
     left.set_ylabel("episode pairs")
     left.set_title("first divergence, quantized vs full", fontsize=9)
@@ -64,11 +70,11 @@ def plot_noise_floor(table: pd.DataFrame, path) -> object:
     panels = list(t.groupby(["study", "model", "domain"], observed=True, sort=True))[:MAX_PANELS]
     fig, axes = _grid(len(panels), width=4.6)
     for ax, (key, g) in zip(axes, panels):
-        g = g.sort_values("arm", key=lambda s: s.map(lambda a: (a != "full (A/A)", a)))
+        g = g.sort_values("arm", key=lambda s: s.map(lambda a: (a != AA, a)))
         x = np.arange(len(g))
         y = g["flip_rate"].to_numpy(float)
         err = np.vstack([y - g["flip_ci_low"].to_numpy(float), g["flip_ci_high"].to_numpy(float) - y])
-        colors = ["grey" if a == "full (A/A)" else "tab:red" for a in g["arm"]]
+        colors = ["grey" if a == AA else "tab:red" for a in g["arm"]]
         ax.bar(x, y, yerr=np.clip(np.nan_to_num(err), 0, None), color=colors, capsize=3)
         ax.set_xticks(x)
         ax.set_xticklabels(g["arm"].astype(str), fontsize=8)

@@ -56,6 +56,7 @@ def compute_tables(
 ) -> dict[str, pd.DataFrame]:
     """Every table of :data:`TABLES`. A/A replicates enter the noise floor only: every other table
     is computed from the study's own cells, as it was before replicates existed."""
+    all_cells = data.cells
     data, replicates = split_replicates(data)
     ep = data.episodes
     tasks = stats.task_table(ep)
@@ -75,7 +76,7 @@ def compute_tables(
     }
     tables["tost"], tables["tost_curve"] = exact_tests.tost_tables(ep, equivalence_margin)
     tables["noise_floor"] = noise_floor.noise_floor_table(ep, replicates, tables["comparisons"])
-    pairs = divergence.divergence_table(data.cells, ep, window=divergence_window)
+    pairs = divergence.divergence_table(all_cells, ep, window=divergence_window)
     tables["divergence"] = pairs
     tables["divergence_summary"] = divergence.divergence_summary(pairs)
     tables["divergence_channels"] = divergence.divergence_channels(pairs)

@@ -123,7 +123,7 @@ def _divergence(t: dict[str, pd.DataFrame], skipped: list[str]) -> list[str]:
     cols = ["model", "domain", "budget", "repair", "precision", "n_pairs", "n_diverged", "turns", "share_tool_call"]
     cols += ["share_error_follows", "n_quant_failures", "share_failures_at_divergence", "fail_ci"]
     heads = ["model", "domain", "K", "repair", "precision", "pairs", "diverged", "turn median [q1, q3]"]
-    heads += ["tool call %", "error follows %", "quant failures", "failures at a divergence %", "95% CI"]
+    heads += ["tool call %", "error follows %", "failures", "failures at a divergence %", "95% CI"]
     fmt = {"turns": str, "share_tool_call": _pct, "share_error_follows": _pct, "fail_ci": str}
     L += [md_table(s, cols, heads, fmt=fmt | {"share_failures_at_divergence": _pct}), ""]
     c = t["divergence_channels"]
