@@ -100,10 +100,11 @@ def first_error_after(messages: list[dict[str, Any]], turn: int) -> tuple[int, s
     return None
 
 
-def _cell_trajectories(paths: list[str]) -> Iterator[tuple[tuple[str, int], Trajectory]]:
+def _cell_trajectories(paths: list[str]) -> Iterator[tuple[tuple[str, int, int], Trajectory]]:
+    """((task, trial, episode seed), trajectory) of every episode of the cells at ``paths``."""
     for path in paths:
         for record in read_episode_records(Path(path) / EPISODES_FILE):
-            yield (str(record["task_id"]), int(record["trial"])), Trajectory.of(record)
+            yield (str(record["task_id"]), int(record["trial"]), int(record.get("seed", -1))), Trajectory.of(record)
 
 
 def _full_error_channels(episodes: pd.DataFrame) -> set[tuple]:
@@ -153,11 +154,13 @@ def divergence_table(cells: pd.DataFrame, episodes: pd.DataFrame, window: int = 
         precision = g["_label"]
         if not (precision == REFERENCE_PRECISION).any():
             continue
+        # a quantized episode's twin has its (task, trial) and episode seed; a replicate's, its (task, trial)
         full = dict(_cell_trajectories(list(g.loc[precision == REFERENCE_PRECISION, "path"])))
+        full_by_trial = {k[:2]: t for k, t in full.items()}
         grp = dict(zip(CMP_KEYS, key))
         for prec in sorted(set(precision) - {REFERENCE_PRECISION}):
-            for (task, trial), q in _cell_trajectories(list(g.loc[precision == prec, "path"])):
-                f = full.get((task, trial))
+            for (task, trial, seed), q in _cell_trajectories(list(g.loc[precision == prec, "path"])):
+                f = full_by_trial.get((task, trial)) if prec == AA else full.get((task, trial, seed))
                 if f is None or not (f.scored and q.scored):
                     continue
                 rows.append({**grp, "precision": prec, "task_id": task, "trial": trial, **_pair(f, q, window)})

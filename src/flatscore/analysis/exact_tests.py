@@ -25,7 +25,8 @@ from statsmodels.stats.proportion import proportion_confint
 from flatscore.analysis.comparisons import holm
 from flatscore.analysis.tasks import ALPHA, ARM_KEYS, CMP_KEYS, REFERENCE_PRECISION, pass_hat_k
 
-PAIR_KEYS = [*CMP_KEYS, "task_id", "trial"]
+#: An episode pair: the same (task, trial) and episode seed (equal in every precision of a study seed).
+PAIR_KEYS = [*CMP_KEYS, "task_id", "trial", "seed"]
 #: Margins of the TOST curve (success-rate difference): p of equivalence against each.
 TOST_MARGINS = tuple(round(0.01 * i, 2) for i in range(1, 31))
 #: A cell is *small* below this many episodes: its Clopper-Pearson interval is the one to read.
@@ -36,11 +37,11 @@ def passed(episodes: pd.DataFrame) -> pd.Series:
     return episodes["reward"].astype(float) > 0.5
 
 
-def episode_pairs(episodes: pd.DataFrame, column: str = "precision") -> pd.DataFrame:
-    """Scored episodes as one row per (group, task, trial), one boolean column per ``column`` value."""
+def episode_pairs(episodes: pd.DataFrame, column: str = "precision", keys: list[str] = PAIR_KEYS) -> pd.DataFrame:
+    """Scored episodes as one row per ``keys`` (a pair), one boolean column per ``column`` value."""
     sc = episodes[episodes["scored"]]
-    frame = sc[PAIR_KEYS].astype(object).assign(_arm=sc[column].astype(object).to_numpy(), _pass=passed(sc).to_numpy())
-    return frame.pivot_table(index=PAIR_KEYS, columns="_arm", values="_pass", aggfunc="first", observed=True)
+    frame = sc[keys].astype(object).assign(_arm=sc[column].astype(object).to_numpy(), _pass=passed(sc).to_numpy())
+    return frame.pivot_table(index=keys, columns="_arm", values="_pass", aggfunc="first", observed=True)
 
 
 def binomial_interval(k: int, n: int, method: str) -> tuple[float, float]:

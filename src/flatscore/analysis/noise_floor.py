@@ -66,7 +66,8 @@ def noise_floor_table(
         np.where(both[REPLICATE].to_numpy() > 0, "rep" + both[REPLICATE].astype(str), both["precision"].astype(str)),
         index=both.index,
     )
-    pairs = episode_pairs(both.assign(_arm=arm.to_numpy()), column="_arm")
+    # a replicate's episode seeds differ from full precision's by design: pairs are (task, trial)
+    pairs = episode_pairs(both.assign(_arm=arm.to_numpy()), column="_arm", keys=[*CMP_KEYS, "task_id", "trial"])
     rates = _task_rates(both, arm)
     eq = {}
     if comparisons is not None and len(comparisons):
