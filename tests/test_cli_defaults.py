@@ -49,8 +49,11 @@ MIRRORED = [
     (["generate-domain", "--domain", "retail", "--out", "x"], "ids", ("domains", "retail", "ids")),
     (["quantize", "--model", "m", "--out", "x"], "n_calibration", ("quantization", "n_calibration")),
     (["init-tracking"], "experiment", ("tracking", "experiment")),
+    (["episodes", "--domain", "retail", "--out", "x"], "temperature", ("backend", "temperature")),
     (["aggregate", "--cells", "c", "--out", "x"], "equivalence_margin", ("analysis", "equivalence_margin")),
     (["aggregate", "--cells", "c", "--out", "x"], "power_gaps", ("analysis", "power_gaps")),
+    (["aggregate", "--cells", "c", "--out", "x"], "divergence_window", ("analysis", "divergence_window")),
+    (["aggregate", "--cells", "c", "--out", "x"], "experiment", ("tracking", "experiment")),
 ]
 
 

@@ -34,6 +34,9 @@ def full_design(tmp_path_factory):
         n_tasks=60,
         trials=4,
         infra_rate=0.02,
+        replicates=1,  # the A/A noise floor
+        divergence_turn=8,  # trajectories that diverge, an error after
+        divergence_channel="malformed_call",
     )
     dirs = write_study(spec, root)
     out = root / "agg"

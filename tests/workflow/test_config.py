@@ -191,3 +191,35 @@ def test_bad_config_is_one_line_naming_the_key(tmp_path, change, expected):
     assert expected in output
     assert len(output.splitlines()) < 10, output
     assert not (tmp_path / "results").exists()
+
+
+def test_replicates_add_full_precision_cells_and_leave_the_others_alone(tmp_path):
+    """``replicates: 2`` plans two extra runs of every full-precision cell, each with ``--replicate r``
+    in a folder of its own; the study's own cells are planned with the same commands as without."""
+    config = {
+        "study": "aa",
+        "results": "results",
+        "domains": {"retail": {"source": "path", "path": str(tmp_path / "retail")}},
+        "models": {"big": {"kind": "hf", "id": "org/big", "quantized": {"int4": "org/big-int4"}}},
+        "precisions": ["full", "int4"],
+        "budgets": [10, 2],
+        "repair": [False],
+        "trials": 1,
+        "seed": 0,
+        "backend": {"kind": "openai", "base_url": "http://127.0.0.1:8000"},
+    }
+
+    def episodes(output: str) -> list[str]:
+        return sorted(line for line in output.splitlines() if "flatscore episodes" in line)
+
+    (tmp_path / "off").mkdir()
+    (tmp_path / "on").mkdir()
+    plain = episodes(dry_run(tmp_path / "off", config))
+    with_aa = episodes(dry_run(tmp_path / "on", {**config, "replicates": 2}))
+    replicas = [line for line in with_aa if "--replicate" in line]
+    assert len(plain) == 4 and not any("--replicate" in line for line in plain)
+    assert sorted(set(with_aa) - set(replicas)) == plain
+    assert len(replicas) == 2 * 2 and all("--precision full" in line for line in replicas)
+    for r in (1, 2):
+        mine = [line for line in replicas if f"--replicate {r} " in line]
+        assert len(mine) == 2 and all(f"/repair-off/replicate{r}/shard0 " in line for line in mine)

@@ -118,7 +118,7 @@ def test_tables_cover_every_cell_and_plots_are_images(study):
     assert len(keys) == 16
     from PIL import Image
 
-    for name in ("budget_curves", "amplification", "repair"):
+    for name in ("budget_curves", "amplification", "repair", "first_divergence", "noise_floor", "tost_curve"):
         path = agg / "plots" / f"{name}.png"
         with Image.open(path) as image:
             assert image.width > 100 and image.height > 100
@@ -128,6 +128,25 @@ def test_tables_cover_every_cell_and_plots_are_images(study):
     index = (study / "results" / "report" / "index.md").read_text()
     for name in ("budget_curves", "amplification", "repair"):
         assert f"plots/{name}.png)" in index
+
+
+def test_the_study_run_holds_the_aggregate_tables_and_headline_figures(study):
+    config = yaml.safe_load((study / "config.yaml").read_text())
+    runs = _mlflow_runs(study, config["tracking"]["experiment"])
+    (study_run,) = [r for r in runs if r.data.tags.get("flatscore.kind") == "study"]
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=f"sqlite:///{study / 'results' / 'mlflow.db'}")
+    names = {a.path for a in client.list_artifacts(study_run.info.run_id, "aggregate")}
+    for table in ("noise_floor", "mcnemar", "tost", "divergence_summary", "divergence_channels"):
+        assert f"aggregate/{table}.csv" in names
+    with open(study / "results" / "aggregate" / "divergence_summary.csv") as handle:
+        rows = list(csv.DictReader(handle))
+    assert len(rows) == 8  # int4 vs full in every (domain, budget, repair)
+    row = rows[0]
+    where = f"{row['model']}/{row['domain']}/K{row['budget']}/repair-{'on' if row['repair'] == 'True' else 'off'}"
+    metric = study_run.data.metrics[f"share_diverged/{where}/int4"]
+    assert metric == float(row["share_diverged"])
 
 
 def test_budget_counterfactual_equals_the_real_tight_runs(study):

@@ -76,6 +76,7 @@ wildcard_constraints:
     repair="on|off",
     budget=r"\d+",
     shard=r"\d+",
+    replicate=r"[1-9]\d*",
     domain="|".join(config["domains"]),
     model="|".join(config["models"]),
 
@@ -100,6 +101,38 @@ def all_cells(pattern):
         for m, p, d, b, r, s in itertools.product(
             config["models"],
             config["precisions"],
+            config["domains"],
+            config["budgets"],
+            config["repair"],
+            range(SHARDS),
+        )
+    ]
+
+
+#: A/A noise floor: replicates 1..REPLICATES of every cell of the reference precision (full).
+REPLICATES = config["replicates"]
+REFERENCE_PRECISION = "full"
+
+
+def replicate_cells(pattern):
+    """``pattern`` (rules.episodes_replicate.output.<key>) for every replicate of every full-precision
+    cell, in all_cells' order; none when ``replicates`` is 0 or full precision is not run."""
+    if REFERENCE_PRECISION not in config["precisions"]:
+        return []
+    return [
+        expand(
+            pattern,
+            model=m,
+            precision=REFERENCE_PRECISION,
+            domain=d,
+            budget=b,
+            repair=repair_label(r),
+            shard=s,
+            replicate=n,
+        )[0]
+        for n, m, d, b, r, s in itertools.product(
+            range(1, REPLICATES + 1),
+            config["models"],
             config["domains"],
             config["budgets"],
             config["repair"],
@@ -218,6 +251,8 @@ def episodes_args(wc, input):
     ]
     if config["split"]:
         args.append(f"--split {config['split']}")
+    if BACKEND["temperature"]:  # greedy (0) keeps the command, hence every existing cell, as it was
+        args.append(f"--temperature {BACKEND['temperature']}")
     if config["tasks_per_domain"]:
         args.append(f"--tasks first:{config['tasks_per_domain']}")
     if wc.repair == "on":

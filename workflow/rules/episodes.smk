@@ -75,10 +75,20 @@ rule episodes:
         "OMP_NUM_THREADS={threads} flatscore episodes {params.args} --out {params.out} > {log} 2>&1"
 
 
+use rule episodes as episodes_replicate with:
+    output:
+        metrics=f"{RESULTS}/cells/{{model}}/{{precision}}/{{domain}}/K{{budget}}/repair-{{repair}}/replicate{{replicate}}/shard{{shard}}/{METRICS_FILE}",
+    log:
+        f"{LOGS}/episodes/{{model}}-{{precision}}-{{domain}}-K{{budget}}-repair-{{repair}}-replicate{{replicate}}-shard{{shard}}.log",
+    params:
+        args=lambda wc, input: f"{episodes_args(wc, input)} --replicate {wc.replicate}",
+        out=lambda wc, output: str(Path(output.metrics).parent),
+
+
 rule sync_tracking:
     """Log any cell the store missed (it was unreachable while the cell ran): each exactly once."""
     input:
-        metrics=all_cells(rules.episodes.output.metrics),
+        metrics=all_cells(rules.episodes.output.metrics) + replicate_cells(rules.episodes_replicate.output.metrics),
         store=rules.tracking_store.output.ready,
     output:
         counts=f"{RESULTS}/tracking/sync.json",

@@ -40,6 +40,10 @@ CELL_COLUMNS: tuple[str, ...] = ("cell_id", "cell_hash", "study", "model", "prec
 #: Columns that identify an *arm*: cells sharing them are pooled (e.g. several seeds).
 ARM_KEYS: list[str] = ["study", "model", "domain", "budget", "repair", "precision"]
 REFERENCE_PRECISION = "full"
+#: Column of both frames: 0 for the study's own cells, r > 0 for the A/A replicate r of a
+#: full-precision cell (``replicates`` in the config). Replicates are not pooled into any arm:
+#: :func:`split_replicates` keeps them apart for the noise floor.
+REPLICATE = "replicate"
 
 
 @dataclass
@@ -128,6 +132,7 @@ def load_cells(cell_dirs: Iterable[Path | str]) -> StudyData:
                 "repair": bool(meta["repair"]),
                 "trials": int(meta.get("trials", 0) or 0),
                 "seed": int(meta.get("seed", 0) or 0),
+                "replicate": int(meta.get("replicate", 0) or 0),
                 "path": str(d),
                 "n_lines": len(cols["task_id"]),
             }
@@ -135,7 +140,7 @@ def load_cells(cell_dirs: Iterable[Path | str]) -> StudyData:
         ep_parts.append(cols)
         ev_parts.append(ev)
 
-    cells = pd.DataFrame(metas, columns=[*CELL_COLUMNS, "trials", "seed", "path", "n_lines"])
+    cells = pd.DataFrame(metas, columns=[*CELL_COLUMNS, "trials", "seed", "replicate", "path", "n_lines"])
     n_per_cell = np.array([len(p["task_id"]) for p in ep_parts], dtype=np.int64)
     n_ev_per_cell = np.array([len(p["row"]) for p in ev_parts], dtype=np.int64)
 
@@ -167,6 +172,7 @@ def load_cells(cell_dirs: Iterable[Path | str]) -> StudyData:
     ep["ch_hallucinated_tool"] = sum(ep[f"ch_{c}"] for c in HALLUCINATION_CHANNELS).astype(np.int16)
     for k in ("agent_tool_calls", "user_tool_calls", "steps"):
         ep[k] = concat(k, ep_parts, EPISODE_DTYPES[k])
+    ep[REPLICATE] = np.repeat(cells[REPLICATE].to_numpy(dtype=np.int16), n_per_cell)
     episodes = pd.DataFrame(ep)
 
     # error events: global episode row = cell offset + row within the cell
@@ -178,6 +184,7 @@ def load_cells(cell_dirs: Iterable[Path | str]) -> StudyData:
     )
     evd["trial"] = episodes["trial"].to_numpy()[rows]
     evd["episode_row"] = rows
+    evd[REPLICATE] = episodes[REPLICATE].to_numpy()[rows]
     for k in EVENT_FIELDS:
         if k == "step":
             evd[k] = concat(k, ev_parts, np.int16)
@@ -187,6 +194,27 @@ def load_cells(cell_dirs: Iterable[Path | str]) -> StudyData:
             evd[k] = _cat(concat(k, ev_parts, object))
     error_events = pd.DataFrame(evd)
     return StudyData(cells=cells, episodes=episodes, error_events=error_events)
+
+
+def split_replicates(data: StudyData) -> tuple[StudyData, pd.DataFrame]:
+    """The study without its A/A replicates, and the replicates' episodes.
+
+    Every table that existed before replicates is computed from the first part, so turning
+    ``replicates`` on adds the noise floor and changes no other number.
+    """
+    ep, ev = data.episodes, data.error_events
+    keep = ep[REPLICATE].to_numpy() == 0
+    if keep.all():
+        return data, ep.iloc[:0]
+    new_row = np.cumsum(keep) - 1  # an event's episode_row is a position in the episodes frame
+    events = ev[ev[REPLICATE].to_numpy() == 0].copy()
+    events["episode_row"] = new_row[events["episode_row"].to_numpy()]
+    main = StudyData(
+        cells=data.cells[data.cells[REPLICATE] == 0].reset_index(drop=True),
+        episodes=ep[keep].reset_index(drop=True),
+        error_events=events.reset_index(drop=True),
+    )
+    return main, ep[~keep].reset_index(drop=True)
 
 
 def load_episodes(cell_dirs: Iterable[Path | str]) -> pd.DataFrame:

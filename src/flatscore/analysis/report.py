@@ -8,14 +8,17 @@ summary says which and why. The summary's text is rendered by
 
 from __future__ import annotations
 
+import json
+import math
 from pathlib import Path
 from typing import Iterable
 
 import pandas as pd
 
-from flatscore.analysis import plots, stats
-from flatscore.analysis.load import StudyData, load_cells
+from flatscore.analysis import divergence, exact_tests, noise_floor, plots, plots_divergence, stats
+from flatscore.analysis.load import StudyData, load_cells, split_replicates
 from flatscore.analysis.report_markdown import md_table, render_summary
+from flatscore.analysis.report_markdown_noise import render_noise_sections
 
 __all__ = ["TABLES", "aggregate", "compute_tables", "md_table", "render_summary"]
 
@@ -29,6 +32,16 @@ TABLES = (
     "counterfactual",
     "repair",
     "power",
+    # exact paired tests, small-sample intervals, the A/A noise floor, first divergence
+    "mcnemar",
+    "cochran",
+    "intervals",
+    "tost",
+    "tost_curve",
+    "noise_floor",
+    "divergence",
+    "divergence_summary",
+    "divergence_channels",
 )
 
 
@@ -39,10 +52,15 @@ def compute_tables(
     power_ratios=(1.5, 2.0, 2.5),
     n_boot: int = 2000,
     seed: int = 0,
+    divergence_window: int = 4,
 ) -> dict[str, pd.DataFrame]:
+    """Every table of :data:`TABLES`. A/A replicates enter the noise floor only: every other table
+    is computed from the study's own cells, as it was before replicates existed."""
+    all_cells = data.cells
+    data, replicates = split_replicates(data)
     ep = data.episodes
     tasks = stats.task_table(ep)
-    return {
+    tables = {
         "success": stats.success_table(ep, n_boot=n_boot, seed=seed),
         "passk": stats.passk_table(ep),
         "comparisons": stats.compare_precisions(ep, margin=equivalence_margin, n_boot=n_boot, seed=seed, tasks=tasks),
@@ -52,7 +70,17 @@ def compute_tables(
         "counterfactual": stats.counterfactual_table(ep),
         "repair": stats.repair_table(ep, margin=equivalence_margin, n_boot=n_boot, seed=seed, tasks=tasks),
         "power": stats.power_table(ep, gaps=power_gaps, ratios=power_ratios, tasks=tasks),
+        "mcnemar": exact_tests.mcnemar_table(ep),
+        "cochran": exact_tests.cochran_table(ep),
+        "intervals": exact_tests.interval_table(ep),
     }
+    tables["tost"], tables["tost_curve"] = exact_tests.tost_tables(ep, equivalence_margin)
+    tables["noise_floor"] = noise_floor.noise_floor_table(ep, replicates, tables["comparisons"])
+    pairs = divergence.divergence_table(all_cells, ep, window=divergence_window)
+    tables["divergence"] = pairs
+    tables["divergence_summary"] = divergence.divergence_summary(pairs)
+    tables["divergence_channels"] = divergence.divergence_channels(pairs)
+    return tables
 
 
 def aggregate(
@@ -63,6 +91,7 @@ def aggregate(
     power_ratios=(1.5, 2.0, 2.5),
     n_boot: int = 2000,
     seed: int = 0,
+    divergence_window: int = 4,
 ) -> dict[str, Path]:
     """Load ``cell_dirs``, write ``<name>.csv`` for every table, the PNGs and ``summary.md``.
 
@@ -74,7 +103,7 @@ def aggregate(
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     data = load_cells(cell_dirs)
-    tables = compute_tables(data, equivalence_margin, power_gaps, power_ratios, n_boot, seed)
+    tables = compute_tables(data, equivalence_margin, power_gaps, power_ratios, n_boot, seed, divergence_window)
     paths: dict[str, Path] = {}
     for name in TABLES:
         p = out_dir / f"{name}.csv"
@@ -84,9 +113,40 @@ def aggregate(
         "plot_budget_curves": plots.plot_budget_curves(tables["budget_curves"], out_dir / "budget_curves.png"),
         "plot_amplification": plots.plot_amplification(tables["amplification"], out_dir / "amplification.png"),
         "plot_repair": plots.plot_repair(tables["repair"], out_dir / "repair.png"),
+        "plot_first_divergence": plots_divergence.plot_first_divergence(
+            tables["divergence"], tables["divergence_channels"], out_dir / "first_divergence.png"
+        ),
+        "plot_noise_floor": plots_divergence.plot_noise_floor(tables["noise_floor"], out_dir / "noise_floor.png"),
+        "plot_tost_curve": plots_divergence.plot_tost_curve(tables["tost_curve"], out_dir / "tost_curve.png"),
     }
     paths.update({k: v for k, v in figs.items() if v is not None})
     summary = out_dir / "summary.md"
-    summary.write_text(render_summary(data, tables, figs, equivalence_margin), encoding="utf-8")
+    headline = out_dir / "headline.json"
+    headline.write_text(json.dumps(headline_metrics(tables), indent=1, sort_keys=True), encoding="utf-8")
+    paths["headline"] = headline
+    more = render_noise_sections(tables, equivalence_margin)
+    summary.write_text(render_summary(data, tables, figs, equivalence_margin, more), encoding="utf-8")
     paths["summary"] = summary
     return paths
+
+
+#: Headline figures of the study run (MLflow metrics): table -> (name column, value columns).
+HEADLINE = {
+    "noise_floor": ("arm", ("flip_rate", "flip_ci_high", "icc", "gap", "lossless")),
+    "mcnemar": ("precision", ("mcnemar_p", "mcnemar_p_holm")),
+    "divergence_summary": ("precision", ("share_diverged", "turn_median", "share_failures_at_divergence")),
+}
+
+
+def headline_metrics(tables: dict[str, pd.DataFrame]) -> dict[str, float]:
+    """``<figure>/<model>/<domain>/K<budget>/repair-<on|off>/<arm>`` -> value, for the study run."""
+    out: dict[str, float] = {}
+    for name, (arm, values) in HEADLINE.items():
+        for _, r in tables[name].iterrows():
+            where = f"{r['model']}/{r['domain']}/K{int(r['budget'])}/repair-{'on' if r['repair'] else 'off'}"
+            label = str(r[arm]).replace("full (A/A)", "full-AA")
+            for v in values:
+                value = float(r[v]) if r[v] is not None and r[v] == r[v] else math.nan
+                if math.isfinite(value):
+                    out[f"{v}/{where}/{label}"] = value
+    return out

@@ -48,7 +48,14 @@ def _ci(lo, hi, pct: bool = True) -> str:
     return f"[{f(lo)}, {f(hi)}]"
 
 
-def render_summary(data: StudyData, t: dict[str, pd.DataFrame], figs: dict[str, Path | None], margin: float) -> str:
+def render_summary(
+    data: StudyData,
+    t: dict[str, pd.DataFrame],
+    figs: dict[str, Path | None],
+    margin: float,
+    more: tuple[list[str], list[str]] = ([], []),
+) -> str:
+    """The summary; ``more`` = (lines, skipped) of further sections, placed after the tables."""
     ep = data.episodes
     skipped: list[str] = []
     L: list[str] = ["# flatscore aggregate summary", ""]
@@ -445,6 +452,8 @@ def render_summary(data: StudyData, t: dict[str, pd.DataFrame], figs: dict[str, 
             "",
         ]
 
+    L += more[0]
+    skipped += more[1]
     L += ["## Skipped", ""]
     L += [f"- {x}" for x in skipped] if skipped else ["Nothing skipped: every part of the design was present."]
     return "\n".join(L) + "\n"

@@ -15,7 +15,14 @@ from pathlib import Path
 from typing import Any
 
 #: The plots of every aggregate folder (file stem -> title of the placeholder).
-PLOTS = {"budget_curves": "budget curves", "amplification": "channel amplification", "repair": "repair ablation"}
+PLOTS = {
+    "budget_curves": "budget curves",
+    "amplification": "channel amplification",
+    "repair": "repair ablation",
+    "first_divergence": "first divergence",
+    "noise_floor": "A/A noise floor",
+    "tost_curve": "TOST curve",
+}
 
 
 def collect_plots(out: Path, written: Mapping[str, Any]) -> None:

@@ -33,6 +33,7 @@ except ImportError:  # pragma: no cover
         return json.dumps(obj, separators=(",", ":")).encode()
 
 
+from flatscore.analysis.synthetic_trajectories import diverges, full_errs, planted_messages
 from flatscore.engine.cell_folder import CELL_FILE, EPISODES_FILE
 from flatscore.engine.records import CHANNELS
 
@@ -89,6 +90,14 @@ class SyntheticStudy:
     #: identical=True makes every precision share the full arm's latent episodes (identical arms)
     identical: bool = False
     messages: int = 4  # short messages per record (realistic payload the loader must skip)
+    #: plant a first divergence (see synthetic_trajectories): quantized episodes of even trials leave
+    #: full precision's trajectory at this message, with an error in ``divergence_channel`` next
+    divergence_turn: int | None = None
+    divergence_channel: str = "invalid_arguments"
+    #: A/A noise floor: this many replicates of every full-precision cell, drawn with independent seeds
+    replicates: int = 0
+    #: share of tasks at which full precision also errs in ``divergence_channel`` (planted amplification)
+    amplified_share: float = 0.5
 
     def cell_ids(self) -> list[tuple]:
         return [
@@ -124,11 +133,14 @@ _POOL_OF = {
 _NAMES_OF = {"agent": AGENT_TOOLS, "user": USER_TOOLS, "invented": INVENTED_TOOLS}
 
 
-def latent_episodes(spec: SyntheticStudy, model: str, precision: str, domain: str, repair: bool) -> dict:
+def latent_episodes(
+    spec: SyntheticStudy, model: str, precision: str, domain: str, repair: bool, replicate: int = 0
+) -> dict:
     """Budget-free latent episodes of one arm, as numpy arrays + per-episode event lists."""
     q, proneness, prefs = _task_params(spec, domain)
     arm_prec = "full" if spec.identical else precision
-    rng = np.random.default_rng(_seed(spec.study, spec.seed, model, arm_prec, domain, repair))
+    again = ("replicate", replicate) if replicate else ()  # replicate 0: the draws as they always were
+    rng = np.random.default_rng(_seed(spec.study, spec.seed, model, arm_prec, domain, repair, *again))
     n = spec.n_tasks * spec.trials
     task = np.repeat(np.arange(spec.n_tasks), spec.trials)
     trial = np.tile(np.arange(spec.trials), spec.n_tasks)
@@ -143,6 +155,8 @@ def latent_episodes(spec: SyntheticStudy, model: str, precision: str, domain: st
         if repair and ch in ("invented_tool", "other_side_tool"):
             mult *= spec.repair_hallucination_mult
         lam = spec.base_rates.get(ch, 0.0) * mult * model_factor * proneness[task]
+        if spec.divergence_turn is not None and ch == spec.divergence_channel:
+            lam = lam * 0.0  # the planted channel's errors are exactly the planted ones
         counts[:, j] = rng.poisson(lam)
     total = counts.sum(1)
     p_succ = np.clip(q[task] + spec.success_shift.get(arm_prec, 0.0) - spec.error_penalty * total, 0, 1)
@@ -175,6 +189,8 @@ def latent_episodes(spec: SyntheticStudy, model: str, precision: str, domain: st
             k += 1
             evs.append((str(ch), tool))
         events.append(evs)
+    if spec.divergence_turn is not None:
+        _plant_errors(spec, precision, task, trial, events)
     return {
         "task": task,
         "trial": trial,
@@ -188,7 +204,19 @@ def latent_episodes(spec: SyntheticStudy, model: str, precision: str, domain: st
     }
 
 
-def _records(spec: SyntheticStudy, lat: dict, domain: str, budget: int, repair: bool, cell: str, flip_rng):
+def _plant_errors(spec: SyntheticStudy, precision: str, task, trial, events: list) -> None:
+    """The planted trajectories' errors, last in each latent episode (so budgets cut them alike):
+    the quantized error after the divergence, full precision's own at the planted tasks."""
+    for i, evs in enumerate(events):
+        if diverges(precision, int(trial[i])):
+            evs.append((spec.divergence_channel, "wrong_tool"))
+        elif full_errs(int(task[i]), spec.n_tasks, spec.amplified_share):
+            evs.append((spec.divergence_channel, "tool_0"))
+
+
+def _records(
+    spec: SyntheticStudy, lat: dict, domain: str, budget: int, repair: bool, cell: str, flip_rng, precision: str
+):
     msgs = [
         {"role": "assistant" if j % 2 else "user", "content": "Sure, let me look that up for you. " * 3}
         for j in range(spec.messages)
@@ -205,6 +233,12 @@ def _records(spec: SyntheticStudy, lat: dict, domain: str, budget: int, repair: 
             term, reward = "infrastructure_error", 0.0
         if spec.cf_flip and budget < max(spec.budgets) and flip_rng.random() < spec.cf_flip:
             reward = 1.0 - reward
+        messages = msgs
+        if spec.divergence_turn is not None:
+            task, trial = int(lat["task"][i]), int(lat["trial"][i])
+            full_error = full_errs(task, spec.n_tasks, spec.amplified_share)
+            diverge = diverges(precision, trial)
+            messages = planted_messages(task, trial, spec.divergence_turn, spec.divergence_channel, diverge, full_error)
         chans = dict.fromkeys(CHANNELS, 0)
         agent_err = 0
         for ch, _ in evs:
@@ -237,7 +271,7 @@ def _records(spec: SyntheticStudy, lat: dict, domain: str, budget: int, repair: 
             "agent_tool_calls": int(lat["ok_calls"][i]) + agent_err,
             "user_tool_calls": int(lat["user_calls"][i]) + chans["user_tool_error"],
             "steps": 2 * (int(lat["ok_calls"][i]) + len(evs)) + 2,
-            "messages": msgs,
+            "messages": messages,
             "usage": {"prompt_tokens": 1200, "completion_tokens": 180},
             "timing": {"wall_s": 1.5},
             "cell": cell,
@@ -258,13 +292,19 @@ def write_study(spec: SyntheticStudy, results_dir: Path, summaries: bool = True)
     root.mkdir(parents=True, exist_ok=True)
     out = []
     cache: dict = {}
-    for model, prec, dom, budget, rep in spec.cell_ids():
-        key = (model, prec, dom, rep)
+    replicas = [
+        (m, p, d, b, r, n) for n in range(1, spec.replicates + 1) for m, p, d, b, r in spec.cell_ids() if p == "full"
+    ]
+    for model, prec, dom, budget, rep, again in [(*c, 0) for c in spec.cell_ids()] + replicas:
+        key = (model, prec, dom, rep, again)
         if key not in cache:
-            cache = {key: latent_episodes(spec, model, prec, dom, rep)}
+            cache = {key: latent_episodes(spec, model, prec, dom, rep, again)}
         lat = cache[key]
-        cell_hash = f"{_seed(spec.study, spec.seed, model, prec, dom, budget, rep):016x}"
-        cell_id = f"{model}-{prec}-{dom}-b{budget}-{'rep' if rep else 'norep'}-{cell_hash[:8]}"
+        suffix = ("replicate", again) if again else ()
+        cell_hash = f"{_seed(spec.study, spec.seed, model, prec, dom, budget, rep, *suffix):016x}"
+        cell_id = (
+            f"{model}-{prec}-{dom}-b{budget}-{'rep' if rep else 'norep'}{f'-r{again}' if again else ''}-{cell_hash[:8]}"
+        )
         d = root / cell_id
         d.mkdir(exist_ok=True)
         (d / CELL_FILE).write_text(
@@ -279,12 +319,15 @@ def write_study(spec: SyntheticStudy, results_dir: Path, summaries: bool = True)
                     "repair": rep,
                     "trials": spec.trials,
                     "seed": spec.seed,
+                    **({"replicate": again} if again else {}),
                 }
             )
         )
         flip_rng = np.random.default_rng(_seed("flip", cell_hash))
         with open(d / EPISODES_FILE, "wb", buffering=1 << 20) as fh:
-            fh.write(b"".join(_dumps(r) + b"\n" for r in _records(spec, lat, dom, budget, rep, cell_id, flip_rng)))
+            fh.write(
+                b"".join(_dumps(r) + b"\n" for r in _records(spec, lat, dom, budget, rep, cell_id, flip_rng, prec))
+            )
         if summaries:
             write_summary(d)
         out.append(d)

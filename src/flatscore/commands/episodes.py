@@ -68,6 +68,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     ep.add_argument("--seed", type=int, default=0)
     ep.add_argument(
+        "--temperature",
+        type=float,
+        default=schema_default("backend", "temperature"),
+        help="agent sampling temperature; 0: greedy (then seeds change nothing an LLM agent says)",
+    )
+    ep.add_argument(
+        "--replicate",
+        type=non_negative_int("--replicate"),
+        default=0,
+        help="A/A noise floor: 0 is the cell itself, r > 0 reruns it with independent seeds (a new identity)",
+    )
+    ep.add_argument(
         "--max-in-flight",
         type=positive_int("--max-in-flight"),
         default=schema_default("backend", "max_in_flight"),
@@ -168,6 +180,7 @@ def _make_agent(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
             served_model=args.served_model,
             max_in_flight=args.max_in_flight,
             max_new_tokens=args.max_new_tokens,
+            temperature=args.temperature,
         )
     )
 
@@ -250,6 +263,7 @@ def _run_episodes(args: argparse.Namespace, out: Path) -> int:
             max_in_flight=args.max_in_flight,
             progress=not args.no_progress,
             supersede=args.supersede,
+            replicate=args.replicate,
         )
         result = run_cell_folder(
             spec, agent, backends, before_seal=_write_summary, on_superseded=_say_superseded, on_resume=_say_resumed

@@ -38,6 +38,7 @@ from flatscore.engine.episode import EpisodeSettings
 from flatscore.engine.integrity import seal_metrics
 from flatscore.engine.metrics import summarize
 from flatscore.engine.runner import run_cell
+from flatscore.engine.seeding import replicate_seed
 from flatscore.engine.store import EpisodeStore
 from flatscore.engine.writer_lock import writer_lock
 
@@ -71,6 +72,8 @@ class CellSpec:
     max_in_flight: int = 1
     progress: bool = True
     supersede: bool = False
+    #: A/A noise floor: 0 is the cell itself; r > 0 reruns it with independent seeds (see replicate_seed)
+    replicate: int = 0
 
 
 @dataclass(frozen=True)
@@ -100,6 +103,8 @@ def cell_identity(spec: CellSpec, agent: Agent, backends: dict[str, Backend]) ->
         "model": spec.model_label,
         "precision": spec.precision,
         "model_manifest_sha": spec.model_manifest_sha,
+        # only a replicate carries the key: every cell that ran before replicates existed keeps its hash
+        **({"replicate": spec.replicate} if spec.replicate else {}),
     }
 
 
@@ -191,7 +196,7 @@ def _run_locked(
             ScriptedUser(),
             spec.settings,
             spec.trials,
-            spec.seed,
+            replicate_seed(spec.seed, spec.replicate),
             store,
             first_trial=spec.first_trial,
             backends=backends,

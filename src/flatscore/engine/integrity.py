@@ -43,6 +43,7 @@ IDENTITY_FIELDS = (
     "split",
     "model_manifest_sha",
     "data_digest",
+    "replicate",
 )
 
 

@@ -22,3 +22,13 @@ def episode_seed(base_seed: int, task_id: str, trial: int) -> int:
 
 def turn_seed(episode: int, turn: int, role: str) -> int:
     return derive_seed("turn", episode, turn, role)
+
+
+def replicate_seed(base_seed: int, replicate: int) -> int:
+    """The base seed of an A/A replicate of a cell: ``base_seed`` itself for replicate 0.
+
+    Replicate 0 is the cell as it always ran (its episodes keep their seeds, so existing results
+    stay valid); replicate r > 0 reruns the same settings with seeds independent of it, which is
+    what measuring run-to-run noise (the A/A noise floor) needs.
+    """
+    return base_seed if replicate == 0 else derive_seed("replicate", base_seed, replicate)

@@ -26,6 +26,9 @@ class LLMAgentSettings:
     served_model: str | None = None
     max_in_flight: int = 1
     max_new_tokens: int = 256
+    #: 0: greedy decoding. Above 0 the agent samples, each request from its own seed (episode, turn):
+    #: what makes A/A replicates with independent seeds differ at all.
+    temperature: float = 0.0
 
 
 def make_llm_agent(settings: LLMAgentSettings) -> tuple[LLMAgent, dict[str, Backend]]:
@@ -45,7 +48,12 @@ def make_llm_agent(settings: LLMAgentSettings) -> tuple[LLMAgent, dict[str, Back
             raise ValueError(
                 f"--model: folder not found: {settings.model} (the transformers backend loads a local folder)"
             )
-        backend = TransformersBackend(settings.model, max_batch=settings.max_in_flight)
+        backend = TransformersBackend(
+            settings.model,
+            max_batch=settings.max_in_flight,
+            do_sample=settings.temperature > 0,
+            temperature=settings.temperature if settings.temperature > 0 else 1.0,
+        )
     else:
         from flatscore.backends.openai_backend import OpenAIBackend
 
@@ -54,6 +62,9 @@ def make_llm_agent(settings: LLMAgentSettings) -> tuple[LLMAgent, dict[str, Back
                 "--base-url: required with --backend openai (the server's URL, e.g. http://127.0.0.1:8000)"
             )
         backend = OpenAIBackend(
-            settings.base_url, settings.served_model or settings.model, max_in_flight=settings.max_in_flight
+            settings.base_url,
+            settings.served_model or settings.model,
+            max_in_flight=settings.max_in_flight,
+            temperature=settings.temperature,
         )
     return agent, {"agent": backend}
