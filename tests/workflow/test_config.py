@@ -214,6 +214,8 @@ def test_replicates_add_full_precision_cells_and_leave_the_others_alone(tmp_path
 
     (tmp_path / "off").mkdir()
     (tmp_path / "on").mkdir()
+    (tmp_path / "retail").mkdir()
+    (tmp_path / "retail" / "tasks.json").write_text("[]")  # the folder must exist (config_checks)
     plain = episodes(dry_run(tmp_path / "off", config))
     with_aa = episodes(dry_run(tmp_path / "on", {**config, "replicates": 2}))
     replicas = [line for line in with_aa if "--replicate" in line]
