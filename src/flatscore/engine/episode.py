@@ -33,7 +33,8 @@ from ..backends.base import InfrastructureError, ModelRequest, ModelResponse
 from ..domains.base import Domain
 from ..domains.environment import Environment, UnknownToolError
 from ..domains.tasks import Task
-from ..domains.toolkit import ArgumentsError, Side, ToolError, ToolSpec, render_result
+from ..domains.tau2_parity import answer_call
+from ..domains.toolkit import ArgumentsError, Side, ToolError, ToolSpec
 from .records import Channel, EpisodeRecord, ErrorEvent, Termination, empty_channel_counts
 from .scoring import Evaluator
 from .seeding import turn_seed
@@ -67,12 +68,6 @@ def classify(env: Environment, side: Side, call_name: str, exc: BaseException) -
     if isinstance(exc, ArgumentsError):
         return Channel.INVALID_ARGUMENTS
     return Channel.TOOL_ERROR
-
-
-def _error_text(exc: BaseException, name: str) -> str:
-    if isinstance(exc, UnknownToolError):
-        return f"Error: Tool '{name}' not found."
-    return f"Error: {exc}"
 
 
 #: tool -> its OpenAI schema as JSON text, rendered once per process (see _SchemaCachedSpec)
@@ -202,24 +197,22 @@ class Episode:
             entry.update(content=content, error=True, channel=channel.value)
             self._record_error(channel, side, call.name, content)
             return entry
-        try:
-            result = self.env.invoke(side, call.name, call.arguments)
-            entry.update(content=render_result(result), error=False)
-        except Exception as exc:  # every failure of a call is data, never a crash
-            channel = classify(self.env, side, call.name, exc)
-            content = _error_text(exc, call.name)
-            repaired = False
-            if (
-                self.settings.repair
-                and side == "assistant"
-                and channel in (Channel.INVENTED_TOOL, Channel.OTHER_SIDE_TOOL)
-            ):
-                content = repair_message(call.name, list(self._agent_tools))
-                repaired = True
-            entry.update(content=content, error=True, channel=channel.value, repair=repaired)
-            if not isinstance(exc, (ToolError, ArgumentsError, UnknownToolError)):
-                entry["exception"] = type(exc).__name__
-            self._record_error(channel, side, call.name, content)
+        answer = answer_call(self.env, side, call.name, call.arguments, tau2_parity=self.settings.tau2_compat)
+        if not answer.error:
+            entry.update(content=answer.content, error=False)
+            return entry
+        exc = answer.exception
+        assert exc is not None
+        channel = classify(self.env, side, call.name, exc)
+        content = answer.content
+        repaired = False
+        if self.settings.repair and side == "assistant" and channel in (Channel.INVENTED_TOOL, Channel.OTHER_SIDE_TOOL):
+            content = repair_message(call.name, list(self._agent_tools))
+            repaired = True
+        entry.update(content=content, error=True, channel=channel.value, repair=repaired)
+        if not isinstance(exc, (ToolError, ArgumentsError, UnknownToolError)):
+            entry["exception"] = type(exc).__name__
+        self._record_error(channel, side, call.name, content)
         return entry
 
     def _agent_turn(self) -> Generator[ModelRequest, ModelResponse, TurnOutput]:

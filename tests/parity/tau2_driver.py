@@ -1,0 +1,111 @@
+"""The tau2 side of the differential harness: runs inside tau2-bench's own venv (Python 3.12).
+
+It reads one JSON request on stdin and writes one JSON answer on stdout. A request names a
+domain, the tau2 data folder (``TAU2_DATA_DIR`` layout) and cases; a case is a task id plus
+a sequence of tool calls (requestor, name, arguments). For each case the driver sets the
+task's initial state in tau2's own environment, answers each call with
+``Environment.get_response`` (what tau2 shows a model: content and error flag), and, where
+asked, grades the sequence as a finished conversation with tau2's own ``evaluate_simulation``.
+
+Nothing here re-implements tau2: every answer comes from tau2's code. This file is never
+imported by flatscore; the tests start it as a subprocess with tau2's interpreter.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import uuid
+from typing import Any
+
+
+def _run_case(domain: str, case: dict[str, Any], tasks: dict[str, Any], grade: bool) -> dict[str, Any]:
+    from tau2.data_model.message import AssistantMessage, ToolCall, UserMessage
+    from tau2.data_model.simulation import SimulationRun, TerminationReason
+    from tau2.registry import registry
+
+    task = tasks[case["task_id"]]
+    env = registry.get_env_constructor(domain)()
+    state = task.initial_state
+    env.set_state(
+        initialization_data=state.initialization_data if state else None,
+        initialization_actions=state.initialization_actions if state else None,
+        message_history=(state.message_history or []) if state else [],
+    )
+    results = []
+    messages: list[Any] = []
+    for index, call in enumerate(case["calls"]):
+        tool_call = ToolCall(
+            id=f"call_{index}", name=call["name"], arguments=call["arguments"], requestor=call["requestor"]
+        )
+        cls = UserMessage if call["requestor"] == "user" else AssistantMessage
+        messages.append(cls(role=call["requestor"], content=None, tool_calls=[tool_call]))
+        answer = env.get_response(tool_call)
+        messages.append(answer)
+        results.append({"content": answer.content, "error": answer.error})
+    out: dict[str, Any] = {
+        "results": results,
+        "agent_db": env.tools.db.model_dump(mode="json") if env.tools is not None else None,
+    }
+    if grade:
+        simulation = SimulationRun(
+            id=str(uuid.uuid4()),
+            task_id=task.id,
+            start_time="",
+            end_time="",
+            duration=0.0,
+            termination_reason=TerminationReason.AGENT_STOP,
+            messages=messages,
+        )
+        out.update(_grade(simulation, task, domain))
+    return out
+
+
+def _grade(simulation: Any, task: Any, domain: str) -> dict[str, Any]:
+    """tau2's reward with its NL-assertion judge left out (it needs an LLM): each other component is
+    graded by ``evaluate_simulation`` alone and the reward is their product over the task's basis."""
+    from tau2.evaluator.evaluator import EvaluationType, evaluate_simulation
+
+    basis = [b.value for b in task.evaluation_criteria.reward_basis]
+    env = evaluate_simulation(simulation, task, EvaluationType.ENV, solo_mode=False, domain=domain)
+    action = evaluate_simulation(simulation, task, EvaluationType.ACTION, solo_mode=False, domain=domain)
+    communicate = evaluate_simulation(simulation, task, EvaluationType.COMMUNICATE, solo_mode=False, domain=domain)
+    reward = 1.0
+    if {"DB", "ENV_ASSERTION"} & set(basis):
+        reward *= env.reward
+    if "ACTION" in basis:
+        reward *= action.reward
+    if "COMMUNICATE" in basis:
+        reward *= communicate.reward
+    return {
+        "reward": reward,
+        "db_match": env.db_check.db_match if env.db_check else None,
+        "env_assertions": [c.met for c in env.env_assertions or []],
+        "action_checks": [c.action_match for c in action.action_checks or []],
+        "skipped": [b for b in basis if b == "NL_ASSERTION"],
+    }
+
+
+def main() -> None:
+    answer_stream = sys.stdout
+    sys.stdout = sys.stderr  # tau2 and its libraries print; only the answer goes to the real stdout
+    from loguru import logger
+
+    logger.remove()  # tau2 logs every response at debug level; the answer is the JSON on stdout
+    request = json.load(sys.stdin)
+    from tau2.data_model.tasks import Task
+
+    domain = request["domain"]
+    with open(request["tasks_file"]) as fh:
+        tasks = {t["id"]: Task.model_validate(t) for t in json.load(fh)}
+    answers = []
+    for case in request["cases"]:
+        try:
+            answers.append(_run_case(domain, case, tasks, bool(case.get("grade", True))))
+        except Exception as exc:  # a case tau2 itself cannot run is reported, not fatal
+            answers.append({"crash": f"{type(exc).__name__}: {exc}"})
+    json.dump({"python": sys.version.split()[0], "answers": answers}, answer_stream)
+
+
+if __name__ == "__main__":
+    main()
