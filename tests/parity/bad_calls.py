@@ -51,7 +51,8 @@ def _bent(call: dict[str, Any], other_side_tool: str | None) -> list[dict[str, A
             },
         )
         add(name, {k: v for k, v in args.items() if k != last})  # a required argument missing
-        add(name, {**args, first: _retype(args[first])})
+        for k in keys:  # each argument of the wrong type in turn
+            add(name, {**args, k: _retype(args[k])})
         add(name, {**args, last: None})
     add(name, {**args, "note": "as the customer asked"})  # an argument the tool does not take
     add(name[:-1] if len(name) > 3 else name + "x", args)  # a tool that does not exist
@@ -61,8 +62,8 @@ def _bent(call: dict[str, Any], other_side_tool: str | None) -> list[dict[str, A
     return out
 
 
-def bad_call_cases(domain_name: str) -> list[dict[str, Any]]:
-    """One case per train task: its bent gold actions, then its write actions twice over."""
+def bad_call_cases(domain_name: str, every: int = 1) -> list[dict[str, Any]]:
+    """One case per train task (every ``every``-th): its bent gold actions, then its write actions twice over."""
     from flatscore.domains import load_domain
 
     domain = load_domain(domain_name, TAU2_DATA / domain_name)
@@ -70,7 +71,7 @@ def bad_call_cases(domain_name: str) -> list[dict[str, Any]]:
     agent_specs = env.tool_specs("assistant")
     user_tools = sorted(env.tool_specs("user"))
     cases = []
-    for n, task in enumerate(domain.tasks()):
+    for n, task in enumerate(domain.tasks()[::every]):
         gold = [{"requestor": a.requestor, "name": a.name, "arguments": a.arguments} for a in task.actions]
         calls: list[dict[str, Any]] = []
         for i, call in enumerate(gold):

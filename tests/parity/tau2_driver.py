@@ -13,10 +13,16 @@ imported by flatscore; the tests start it as a subprocess with tau2's interprete
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sys
 import uuid
 from typing import Any
+
+
+def _digest(value: Any) -> str:
+    """The agent DB as one hash of its canonical JSON (the harness computes the same of flatscore's)."""
+    return hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()
 
 
 def _run_case(domain: str, case: dict[str, Any], tasks: dict[str, Any], grade: bool) -> dict[str, Any]:
@@ -45,7 +51,7 @@ def _run_case(domain: str, case: dict[str, Any], tasks: dict[str, Any], grade: b
         results.append({"content": answer.content, "error": answer.error})
     out: dict[str, Any] = {
         "results": results,
-        "agent_db": env.tools.db.model_dump(mode="json") if env.tools is not None else None,
+        "agent_db": _digest(env.tools.db.model_dump(mode="json")),
     }
     if grade:
         simulation = SimulationRun(
@@ -62,14 +68,17 @@ def _run_case(domain: str, case: dict[str, Any], tasks: dict[str, Any], grade: b
 
 
 def _grade(simulation: Any, task: Any, domain: str) -> dict[str, Any]:
-    """tau2's reward with its NL-assertion judge left out (it needs an LLM): each other component is
-    graded by ``evaluate_simulation`` alone and the reward is their product over the task's basis."""
+    """tau2's reward with its NL-assertion judge left out (it needs an LLM): the environment part by
+    ``evaluate_simulation``, the ACTION and COMMUNICATE parts by the evaluators it calls, and the
+    reward as their product over the task's basis (what ``evaluate_simulation`` does for ALL)."""
     from tau2.evaluator.evaluator import EvaluationType, evaluate_simulation
+    from tau2.evaluator.evaluator_action import ActionEvaluator
+    from tau2.evaluator.evaluator_communicate import CommunicateEvaluator
 
     basis = [b.value for b in task.evaluation_criteria.reward_basis]
     env = evaluate_simulation(simulation, task, EvaluationType.ENV, solo_mode=False, domain=domain)
-    action = evaluate_simulation(simulation, task, EvaluationType.ACTION, solo_mode=False, domain=domain)
-    communicate = evaluate_simulation(simulation, task, EvaluationType.COMMUNICATE, solo_mode=False, domain=domain)
+    action = ActionEvaluator.calculate_reward(task=task, full_trajectory=simulation.messages)
+    communicate = CommunicateEvaluator.calculate_reward(task=task, full_trajectory=simulation.messages)
     reward = 1.0
     if {"DB", "ENV_ASSERTION"} & set(basis):
         reward *= env.reward
@@ -104,7 +113,10 @@ def main() -> None:
             answers.append(_run_case(domain, case, tasks, bool(case.get("grade", True))))
         except Exception as exc:  # a case tau2 itself cannot run is reported, not fatal
             answers.append({"crash": f"{type(exc).__name__}: {exc}"})
-    json.dump({"python": sys.version.split()[0], "answers": answers}, answer_stream)
+    import pydantic
+
+    versions = {"python": sys.version.split()[0], "pydantic": pydantic.VERSION}
+    json.dump({**versions, "answers": answers}, answer_stream)
 
 
 if __name__ == "__main__":

@@ -85,6 +85,7 @@ def call_as_python(kit: Toolkit, name: str, arguments: dict[str, Any]) -> Any:
     ``TypeError`` text Python itself writes for the call, named after the toolkit's class
     (``RetailTools.get_order_details() got an unexpected keyword argument 'id'``).
     """
+    kit.tau2_parity = True
     method = getattr(kit, kit.specs[name].method_name)
     try:
         inspect.signature(method).bind(**arguments)
@@ -105,10 +106,11 @@ def _python_binding_error(owner: str, name: str, func: Callable, arguments: dict
     raise AssertionError(f"{owner}.{name}: arguments {sorted(arguments)} were expected not to bind")
 
 
-def tau2_answer(env: Environment, side: Side, name: str, arguments: dict[str, Any]) -> ToolAnswer:
+def tau2_answer(env: Environment, side: Side, name: str, arguments: dict[str, Any], sync: bool = True) -> ToolAnswer:
     """Answer one call as tau2 does.
 
-    Like tau2, the cross-side sync runs only after a call that succeeded.
+    Like tau2, the cross-side sync runs only after a call that succeeded; ``sync=False`` is how
+    tau2 replays a task's gold actions (``make_tool_call``: no sync between them).
     """
     try:
         kit = env.toolkit(side)
@@ -117,7 +119,8 @@ def tau2_answer(env: Environment, side: Side, name: str, arguments: dict[str, An
         if name not in kit.specs:
             raise Tau2UnknownTool(f"Tool '{name}' not found.")
         result = call_as_python(kit, name, arguments)
-        env.sync()
+        if sync:
+            env.sync()
     except Exception as exc:  # tau2 answers every failure of a call with its text
         return ToolAnswer(f"Error: {exc}", True, exc)
     return ToolAnswer(tau2_text(result), False)

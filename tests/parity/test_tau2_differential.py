@@ -1,0 +1,58 @@
+"""Differential tests: tau2's own code and flatscore's parity mode answer the same calls alike.
+
+Needs ../shared/tau2-bench, ../shared/tau2 and a tau2 venv (Python 3.12); skips, saying which
+is missing, where one is absent. The fast test takes every third train task of each domain
+(its gold actions, and its bad calls: well over 200 per domain); the slow one takes them all.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from bad_calls import bad_call_cases
+from tau2_harness import compare, gold_cases, missing_reason, run_flatscore, run_tau2, tau2_data_root
+
+pytestmark = pytest.mark.needs_tau2
+
+
+@pytest.fixture(scope="module")
+def data_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    reason = missing_reason()
+    if reason:
+        pytest.skip(reason)
+    return tau2_data_root(tmp_path_factory.mktemp("tau2-data"))
+
+
+def _check(domain: str, cases: list[dict], data_root: Path, minimum_calls: int) -> None:
+    calls = sum(len(c["calls"]) for c in cases)
+    assert calls >= minimum_calls
+    tally = compare(cases, run_tau2(domain, cases, data_root), run_flatscore(domain, cases, parity=True))
+    print(f"{domain}: {calls} calls in {len(cases)} cases: {tally.line()}")
+    assert tally.perfect, "\n".join([tally.line(), *tally.diffs])
+
+
+@pytest.mark.parametrize("domain", ["retail", "telecom"])
+def test_gold_actions_answer_and_grade_as_tau2(domain: str, data_root: Path) -> None:
+    _check(domain, gold_cases(domain, every=3), data_root, minimum_calls=100)
+
+
+@pytest.mark.parametrize("domain", ["retail", "telecom"])
+def test_bad_calls_answer_and_grade_as_tau2(domain: str, data_root: Path) -> None:
+    _check(domain, bad_call_cases(domain, every=3), data_root, minimum_calls=200)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("domain", ["retail", "telecom"])
+def test_every_train_task_answers_and_grades_as_tau2(domain: str, data_root: Path) -> None:
+    _check(domain, gold_cases(domain), data_root, minimum_calls=300)
+    _check(domain, bad_call_cases(domain), data_root, minimum_calls=2000)
+
+
+def test_default_mode_differs_where_docs_say(data_root: Path) -> None:
+    """Without parity the same gold calls read otherwise (compact JSON, rounded charges): the
+    harness can tell the modes apart, so its perfect score in parity mode means something."""
+    cases = gold_cases("retail", every=9)
+    tally = compare(cases, run_tau2("retail", cases, data_root), run_flatscore("retail", cases, parity=False))
+    assert tally.equal["text"] < tally.total["text"]
+    assert any('{"order_id":"#W' in d for d in tally.diffs)  # flatscore's compact JSON
