@@ -95,6 +95,15 @@ def _grade(simulation: Any, task: Any, domain: str) -> dict[str, Any]:
     }
 
 
+def _schemas(domain: str) -> dict[str, list[dict[str, Any]]]:
+    """The tool schemas tau2 shows each party (``Tool.openai_schema``), in tau2's order."""
+    from tau2.registry import registry
+
+    env = registry.get_env_constructor(domain)()
+    kits = {"assistant": env.tools, "user": env.user_tools}
+    return {side: [t.openai_schema for t in kit.get_tools().values()] if kit else [] for side, kit in kits.items()}
+
+
 def main() -> None:
     answer_stream = sys.stdout
     sys.stdout = sys.stderr  # tau2 and its libraries print; only the answer goes to the real stdout
@@ -116,7 +125,7 @@ def main() -> None:
     import pydantic
 
     versions = {"python": sys.version.split()[0], "pydantic": pydantic.VERSION}
-    json.dump({**versions, "answers": answers}, answer_stream)
+    json.dump({**versions, "answers": answers, "schemas": _schemas(domain)}, answer_stream)
 
 
 if __name__ == "__main__":

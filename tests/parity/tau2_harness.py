@@ -72,6 +72,11 @@ def tau2_data_root(tmp: Path) -> Path:
 
 
 def run_tau2(domain: str, cases: list[dict[str, Any]], data_root: Path, timeout: float = 900) -> list[dict[str, Any]]:
+    """Every case answered and graded by tau2's own code; see :func:`run_tau2_full`."""
+    return run_tau2_full(domain, cases, data_root, timeout)["answers"]
+
+
+def run_tau2_full(domain: str, cases: list[dict[str, Any]], data_root: Path, timeout: float = 900) -> dict[str, Any]:
     """Every case answered and graded by tau2's own code (one subprocess for all cases).
 
     Refuses a tau2 venv whose pydantic differs from this one: pydantic's validation messages
@@ -102,7 +107,7 @@ def run_tau2(domain: str, cases: list[dict[str, Any]], data_root: Path, timeout:
             f"tau2 venv has pydantic {answer['pydantic']}, flatscore's has {pydantic.VERSION}: pin it "
             f"(`{tau2_venv()}/bin/pip install pydantic=={pydantic.VERSION}`) so that error texts can match"
         )
-    return answer["answers"]
+    return answer
 
 
 def run_flatscore(domain_name: str, cases: list[dict[str, Any]], parity: bool = True) -> list[dict[str, Any]]:

@@ -11,7 +11,17 @@ from pathlib import Path
 
 import pytest
 from bad_calls import bad_call_cases
-from tau2_harness import compare, gold_cases, missing_reason, run_flatscore, run_tau2, tau2_data_root
+from tau2_harness import (
+    TAU2_DATA,
+    TAU2_SOURCE,
+    compare,
+    gold_cases,
+    missing_reason,
+    run_flatscore,
+    run_tau2,
+    run_tau2_full,
+    tau2_data_root,
+)
 
 pytestmark = pytest.mark.needs_tau2
 
@@ -56,3 +66,24 @@ def test_default_mode_differs_where_docs_say(data_root: Path) -> None:
     tally = compare(cases, run_tau2("retail", cases, data_root), run_flatscore("retail", cases, parity=False))
     assert tally.equal["text"] < tally.total["text"]
     assert any('{"order_id":"#W' in d for d in tally.diffs)  # flatscore's compact JSON
+
+
+@pytest.mark.parametrize("domain", ["retail", "telecom"])
+def test_parity_mode_shows_tau2s_tool_schemas(domain: str, data_root: Path) -> None:
+    """Read from the checkout at run time, every tool's description and parameter schema (and the
+    tools' order) equals what tau2's own code builds and sends."""
+    from flatscore.domains import load_domain
+    from flatscore.domains.tau2_checkout import described_specs
+
+    theirs = run_tau2_full(domain, [], data_root)["schemas"]
+    env = load_domain(domain, TAU2_DATA / domain).fresh_environment()
+    for side in ("assistant", "user"):
+        specs = env.tool_specs(side)
+        ours = (
+            [s.openai_schema() for s in described_specs(specs, str(TAU2_SOURCE), domain, side).values()]
+            if specs
+            else []
+        )
+        assert len(ours) == len(theirs[side])
+        for mine, tau2s in zip(ours, theirs[side], strict=True):
+            assert mine == tau2s, mine["function"]["name"]

@@ -201,6 +201,8 @@ def episodes_args(wc, input):
         args.append("--repair")
     if config["tau2_compat"]:
         args.append("--tau2-compat")
+    if config["tau2_checkout"]:
+        args.append(f"--tau2-checkout {config['tau2_checkout']}")
     if BACKEND["base_url"]:
         args.append(f"--base-url {BACKEND['base_url']}")
     elif SHARED_SERVER:

@@ -51,7 +51,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     ep.add_argument("--budget", type=positive_int("--budget"), default=10, help="error budget K (max_errors)")
     ep.add_argument("--max-steps", type=positive_int("--max-steps"), default=schema_default("max_steps"))
     ep.add_argument("--repair", action="store_true", help="reflexive repair of hallucinated tool calls")
-    ep.add_argument("--tau2-compat", action="store_true", help="reproduce tau2's handling of malformed calls")
+    ep.add_argument(
+        "--tau2-compat", action="store_true", help="tau2 parity mode: results, errors and scores as tau2's own code"
+    )
+    ep.add_argument(
+        "--tau2-checkout",
+        default=schema_default("tau2_checkout") or None,
+        help="tau2-bench checkout whose tool descriptions the model reads in parity mode",
+    )
     ep.add_argument("--no-count-malformed", action="store_true", help="malformed calls do not count toward K")
     ep.add_argument("--trials", type=positive_int("--trials"), default=1)
     ep.add_argument(
@@ -197,6 +204,7 @@ def _run_episodes(args: argparse.Namespace, out: Path) -> int:
         repair=args.repair,
         count_malformed=not args.no_count_malformed,
         tau2_compat=args.tau2_compat,
+        tau2_checkout=args.tau2_checkout,
     )
     out.mkdir(parents=True, exist_ok=True)
     with _served_model(args, out):

@@ -24,6 +24,7 @@ from flatscore.atomic_write import write_json_atomic
 from flatscore.backends.base import Backend
 from flatscore.domains.base import Domain
 from flatscore.domains.tasks import Task
+from flatscore.domains.tau2_checkout import descriptions_digest
 from flatscore.engine.cell import cell_hash, code_version, data_digest
 from flatscore.engine.cell_folder import (
     CELL_FILE,
@@ -79,6 +80,13 @@ class CellResult:
     metrics: dict[str, Any]
 
 
+def _descriptions_identity(spec: CellSpec) -> dict[str, str]:
+    """Parity mode with a checkout: the tool texts read from it change what the model sees."""
+    if not (spec.settings.tau2_compat and spec.settings.tau2_checkout):
+        return {}
+    return {"tau2_descriptions": descriptions_digest(spec.settings.tau2_checkout, spec.domain.name)}
+
+
 def cell_identity(spec: CellSpec, agent: Agent, backends: dict[str, Backend]) -> dict[str, Any]:
     """Everything that can change the cell's results (its hash covers exactly this)."""
     return {
@@ -91,6 +99,7 @@ def cell_identity(spec: CellSpec, agent: Agent, backends: dict[str, Backend]) ->
         "repair": spec.settings.repair,
         "count_malformed": spec.settings.count_malformed,
         "tau2_compat": spec.settings.tau2_compat,
+        **_descriptions_identity(spec),
         "trials": spec.trials,
         "first_trial": spec.first_trial,
         "seed": spec.seed,

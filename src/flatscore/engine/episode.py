@@ -33,6 +33,7 @@ from ..backends.base import InfrastructureError, ModelRequest, ModelResponse
 from ..domains.base import Domain
 from ..domains.environment import Environment, UnknownToolError
 from ..domains.tasks import Task
+from ..domains.tau2_checkout import described_specs
 from ..domains.tau2_parity import answer_call
 from ..domains.toolkit import ArgumentsError, Side, ToolError, ToolSpec
 from .records import Channel, EpisodeRecord, ErrorEvent, Termination, empty_channel_counts
@@ -50,6 +51,8 @@ class EpisodeSettings:
     repair: bool = False
     count_malformed: bool = True
     tau2_compat: bool = False
+    #: parity mode: the tau2-bench checkout whose tool descriptions and schemas the model reads
+    tau2_checkout: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.max_errors, int) or self.max_errors < 1:
@@ -139,8 +142,15 @@ class Episode:
         self.model_seconds = 0.0
         self.termination: Termination | None = None
         self.infra_detail: str | None = None
-        self._agent_tools = _schema_cached(self.env.tool_specs("assistant"))
-        self._user_tools = _schema_cached(self.env.tool_specs("user"))
+        self._agent_tools = self._shown_tools("assistant")
+        self._user_tools = self._shown_tools("user")
+
+    def _shown_tools(self, side: Side) -> dict[str, ToolSpec]:
+        """The tools a party is shown: flatscore's, or in parity mode with a checkout, tau2's own texts."""
+        specs = self.env.tool_specs(side)
+        if self.settings.tau2_compat and self.settings.tau2_checkout and specs:
+            return described_specs(specs, self.settings.tau2_checkout, self.domain.name, side)
+        return _schema_cached(specs)
 
     # -- bookkeeping -----------------------------------------------------------------------
     @property
