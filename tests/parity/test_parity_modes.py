@@ -156,3 +156,23 @@ def test_checkout_descriptions_replace_flatscores() -> None:
     assert all(s.description != specs[n].description for n, s in shown.items())
     with pytest.raises(CheckoutError, match="no "):
         described_specs(specs, "/nonexistent", "telecom", "user")
+
+
+def test_communicate_check_with_a_comma_per_mode() -> None:
+    from flatscore.engine.records import Termination
+    from flatscore.engine.scoring import Evaluator
+
+    retail = _domain("retail")
+    task = retail.tasks()[0]
+    criteria = task.evaluation_criteria.model_copy(
+        update={"communicate_info": ["1,234"], "reward_basis": ["COMMUNICATE"]}
+    )
+    task = task.model_copy(update={"evaluation_criteria": criteria})
+    said = [{"role": "assistant", "content": "That comes to 1,234 dollars."}]
+    rewards = {
+        parity: Evaluator(retail, tau2_parity=parity).evaluate(
+            task, retail.environment_for(task), said, Termination.AGENT_STOP
+        )["reward"]
+        for parity in (False, True)
+    }
+    assert rewards == {False: 1.0, True: 0.0}  # tau2 strips commas from the message, not from the wanted text

@@ -145,7 +145,9 @@ class Evaluator:
             elif component == "COMMUNICATE":
                 said = [_norm(m.get("content") or "") for m in trajectory if m.get("role") == "assistant"]
                 wanted = criteria.communicate_info or []
-                found = [any(_norm(w) in s for s in said) for w in wanted]
+                # tau2 drops commas from the messages only, so a wanted string with a comma never matches
+                sought = [w.lower() if self.tau2_parity else _norm(w) for w in wanted]
+                found = [any(w in s for s in said) for w in sought]
                 info["communicate"] = dict(zip(wanted, found))
                 value = float(all(found))
             elif component == "DB" and self.tau2_parity:
