@@ -76,6 +76,8 @@ def _grade(simulation: Any, task: Any, domain: str) -> dict[str, Any]:
     from tau2.evaluator.evaluator_communicate import CommunicateEvaluator
 
     basis = [b.value for b in task.evaluation_criteria.reward_basis]
+    if simulation.termination_reason.value not in ("agent_stop", "user_stop"):
+        return {"reward": 0.0, "db_match": None, "env_assertions": [], "action_checks": [], "skipped": []}
     env = evaluate_simulation(simulation, task, EvaluationType.ENV, solo_mode=False, domain=domain)
     action = ActionEvaluator.calculate_reward(task=task, full_trajectory=simulation.messages)
     communicate = CommunicateEvaluator.calculate_reward(task=task, full_trajectory=simulation.messages)
@@ -114,6 +116,15 @@ def main() -> None:
     from tau2.data_model.tasks import Task
 
     domain = request["domain"]
+    if "regrade" in request:  # a results file flatscore exported: tau2 loads and grades it itself
+        from tau2.data_model.simulation import Results
+
+        with open(request["regrade"]) as fh:
+            results = Results.model_validate_json(fh.read())
+        by_id = {t.id: t for t in results.tasks}
+        graded = [_grade(sim, by_id[sim.task_id], domain) for sim in results.simulations]
+        json.dump({"regraded": [{"id": s.id, **g} for s, g in zip(results.simulations, graded)]}, answer_stream)
+        return
     with open(request["tasks_file"]) as fh:
         tasks = {t["id"]: Task.model_validate(t) for t in json.load(fh)}
     answers = []

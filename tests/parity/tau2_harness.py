@@ -110,6 +110,23 @@ def run_tau2_full(domain: str, cases: list[dict[str, Any]], data_root: Path, tim
     return answer
 
 
+def regrade_with_tau2(domain: str, results_file: Path, data_root: Path, timeout: float = 900) -> list[dict[str, Any]]:
+    """tau2 loads an exported results file with its own ``Results`` model and grades each simulation."""
+    request = {"domain": domain, "regrade": str(results_file)}
+    env = {**os.environ, "TAU2_DATA_DIR": str(data_root), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    done = subprocess.run(
+        [str(tau2_venv() / "bin" / "python"), str(DRIVER)],
+        input=json.dumps(request),
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"tau2 regrade failed ({done.returncode}): {done.stderr[-3000:]}")
+    return json.loads(done.stdout)["regraded"]
+
+
 def run_flatscore(domain_name: str, cases: list[dict[str, Any]], parity: bool = True) -> list[dict[str, Any]]:
     """Every case answered and graded by flatscore (parity mode unless told otherwise)."""
     from flatscore.domains import load_domain

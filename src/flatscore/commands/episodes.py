@@ -22,6 +22,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     gen.add_argument("--eval-fraction", type=float, default=0.3)
     gen.set_defaults(func=cmd_generate_domain)
 
+    ex = sub.add_parser(
+        "export-tau2", help="write a cell's episodes as tau2-bench's results JSON (for tau2's evaluator)"
+    )
+    ex.add_argument("cell", help="the cell folder (holding cell.json and episodes.jsonl)")
+    ex.add_argument("--data", required=True, help="the domain data folder the cell ran on (its tasks go in the file)")
+    ex.add_argument("--out", required=True, help="the results JSON to write")
+    ex.set_defaults(func=cmd_export_tau2)
+
     ep = sub.add_parser("episodes", help="run one cell's episodes (resumable) and summarise them")
     ep.add_argument("--domain", required=True, choices=["retail", "telecom"])
     ep.add_argument("--data", help="domain data folder in tau2-bench's layout (default: generate synthetic data)")
@@ -287,3 +295,15 @@ def _print_summary(cell: dict[str, Any], metrics: dict[str, Any]) -> None:
     for key, value in rows:
         table.add_row(key, value)
     Console(stderr=False).print(table)
+
+
+def cmd_export_tau2(args: argparse.Namespace) -> int:
+    from flatscore.domains import load_domain
+    from flatscore.engine.cell_folder import CELL_FILE, read_json
+    from flatscore.engine.tau2_export import export_tau2_results
+
+    cell = Path(args.cell)
+    domain = load_domain(read_json(cell / CELL_FILE)["domain"], args.data)
+    count = export_tau2_results(cell, domain, Path(args.out))
+    print(f"wrote {count} episodes of {cell} as tau2 results: {args.out}")
+    return 0

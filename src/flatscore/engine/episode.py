@@ -126,6 +126,10 @@ class Episode:
         self.settings = settings
         self.seed = seed
         self.trial = trial
+        if evaluator.tau2_parity != settings.tau2_compat:
+            raise ValueError(
+                "the evaluator's tau2 parity must match the episode's (its gold replay answers as the episode does)"
+            )
         self.evaluator = evaluator
         self.episode_id = episode_id or f"{task.id}#{trial}"
         self.env = domain.environment_for(task)
