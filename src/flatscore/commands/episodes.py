@@ -67,6 +67,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=schema_default("tau2_checkout") or None,
         help="tau2-bench checkout whose tool descriptions the model reads in parity mode",
     )
+    ep.add_argument(
+        "--judge-base-url",
+        default=schema_default("nl_judge_base_url") or None,
+        help="OpenAI-compatible server of the NL-assertion judge (default: NL assertions skipped)",
+    )
+    ep.add_argument("--judge-model", default=schema_default("nl_judge_model") or None, help="the judge's model name")
     ep.add_argument("--no-count-malformed", action="store_true", help="malformed calls do not count toward K")
     ep.add_argument("--trials", type=positive_int("--trials"), default=1)
     ep.add_argument(
@@ -234,6 +240,7 @@ def _run_episodes(args: argparse.Namespace, out: Path) -> int:
             backend_kind=args.backend if args.agent == "llm" else "none",
             study=args.study,
             max_in_flight=args.max_in_flight,
+            judge=_judge(args),
             progress=not args.no_progress,
             supersede=args.supersede,
         )
@@ -307,3 +314,15 @@ def cmd_export_tau2(args: argparse.Namespace) -> int:
     count = export_tau2_results(cell, domain, Path(args.out))
     print(f"wrote {count} episodes of {cell} as tau2 results: {args.out}")
     return 0
+
+
+def _judge(args: argparse.Namespace) -> Any:
+    """The NL-assertion judge the arguments name, or None (NL assertions are then skipped)."""
+    if not args.judge_base_url:
+        return None
+    if not args.judge_model:
+        raise CLIError("--judge-base-url needs --judge-model (the judge's model name at that server)")
+    from flatscore.agents.nl_judge import NLJudge
+    from flatscore.backends.openai_backend import OpenAIBackend
+
+    return NLJudge(OpenAIBackend(args.judge_base_url, args.judge_model, max_in_flight=1))

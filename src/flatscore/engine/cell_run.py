@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from flatscore.agents.base import Agent
+from flatscore.agents.nl_judge import NLJudge
 from flatscore.agents.users import ScriptedUser
 from flatscore.atomic_write import write_json_atomic
 from flatscore.backends.base import Backend
@@ -39,6 +40,7 @@ from flatscore.engine.episode import EpisodeSettings
 from flatscore.engine.integrity import seal_metrics
 from flatscore.engine.metrics import summarize
 from flatscore.engine.runner import run_cell
+from flatscore.engine.scoring import Evaluator
 from flatscore.engine.store import EpisodeStore
 from flatscore.engine.writer_lock import writer_lock
 
@@ -70,6 +72,8 @@ class CellSpec:
     backend_kind: str
     study: str
     max_in_flight: int = 1
+    #: the NL-assertion judge (an LLM on an OpenAI-compatible server); None: NL assertions skipped
+    judge: NLJudge | None = None
     progress: bool = True
     supersede: bool = False
 
@@ -100,6 +104,7 @@ def cell_identity(spec: CellSpec, agent: Agent, backends: dict[str, Backend]) ->
         "count_malformed": spec.settings.count_malformed,
         "tau2_compat": spec.settings.tau2_compat,
         **_descriptions_identity(spec),
+        **(spec.judge.describe() if spec.judge is not None else {}),
         "trials": spec.trials,
         "first_trial": spec.first_trial,
         "seed": spec.seed,
@@ -205,6 +210,7 @@ def _run_locked(
             first_trial=spec.first_trial,
             backends=backends,
             max_in_flight=spec.max_in_flight,
+            evaluator=Evaluator(spec.domain, judge=spec.judge, tau2_parity=spec.settings.tau2_compat),
             cell_hash=chash,
             progress=spec.progress,
         )

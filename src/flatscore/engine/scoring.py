@@ -168,10 +168,23 @@ class Evaluator:
                 info["actions_matched"] = matched
                 value = float(all(matched))
             elif component in ("NL_ASSERTION", "NL_ASSERTIONS"):
-                if self.judge is None or not (criteria.nl_assertions or []):
+                if self.judge is None:
                     info["skipped"].append(component)
                     continue
-                verdicts = self.judge(task, list(trajectory), list(criteria.nl_assertions or []))
+                if not (criteria.nl_assertions or []):  # tau2's judge: nothing to assert is met
+                    info["components"][component] = 1.0
+                    continue
+                try:
+                    verdicts = self.judge(task, list(trajectory), list(criteria.nl_assertions or []))
+                except Exception as exc:  # a judge that cannot answer leaves the component ungraded, said so
+                    info["skipped"].append(component)
+                    info["nl_judge_error"] = f"{type(exc).__name__}: {exc}"[:500]
+                    continue
+                details = getattr(self.judge, "last", None)
+                if details:
+                    info["nl_assertions"] = [
+                        {"assertion": v.assertion, "met": v.met, "reasoning": v.reasoning} for v in details
+                    ]
                 value = float(all(verdicts))
             else:  # pragma: no cover - guarded by the task model's Literal
                 raise ValueError(f"unknown reward component {component}")
