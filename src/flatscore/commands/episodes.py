@@ -28,6 +28,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     gen.set_defaults(func=cmd_generate_domain)
 
+    ex = sub.add_parser(
+        "export-tau2", help="write a cell's episodes as tau2-bench's results JSON (for tau2's evaluator)"
+    )
+    ex.add_argument("cell", help="the cell folder (holding cell.json and episodes.jsonl)")
+    ex.add_argument("--data", required=True, help="the domain data folder the cell ran on (its tasks go in the file)")
+    ex.add_argument("--out", required=True, help="the results JSON to write")
+    ex.set_defaults(func=cmd_export_tau2)
+
     ep = sub.add_parser("episodes", help="run one cell's episodes (resumable) and summarise them")
     ep.add_argument("--domain", required=True, choices=["retail", "telecom"])
     ep.add_argument("--data", help="domain data folder in tau2-bench's layout (default: generate synthetic data)")
@@ -57,7 +65,20 @@ def register(sub: argparse._SubParsersAction) -> None:
     ep.add_argument("--budget", type=positive_int("--budget"), default=10, help="error budget K (max_errors)")
     ep.add_argument("--max-steps", type=positive_int("--max-steps"), default=schema_default("max_steps"))
     ep.add_argument("--repair", action="store_true", help="reflexive repair of hallucinated tool calls")
-    ep.add_argument("--tau2-compat", action="store_true", help="reproduce tau2's handling of malformed calls")
+    ep.add_argument(
+        "--tau2-compat", action="store_true", help="tau2 parity mode: results, errors and scores as tau2's own code"
+    )
+    ep.add_argument(
+        "--tau2-checkout",
+        default=schema_default("tau2_checkout") or None,
+        help="tau2-bench checkout whose tool descriptions the model reads in parity mode",
+    )
+    ep.add_argument(
+        "--judge-base-url",
+        default=schema_default("nl_judge_base_url") or None,
+        help="OpenAI-compatible server of the NL-assertion judge (default: NL assertions skipped)",
+    )
+    ep.add_argument("--judge-model", default=schema_default("nl_judge_model") or None, help="the judge's model name")
     ep.add_argument("--no-count-malformed", action="store_true", help="malformed calls do not count toward K")
     ep.add_argument("--trials", type=positive_int("--trials"), default=1)
     ep.add_argument(
@@ -240,6 +261,7 @@ def _run_episodes(args: argparse.Namespace, out: Path) -> int:
         repair=args.repair,
         count_malformed=not args.no_count_malformed,
         tau2_compat=args.tau2_compat,
+        tau2_checkout=args.tau2_checkout,
     )
     out.mkdir(parents=True, exist_ok=True)
     with _served_model(args, out):
@@ -261,6 +283,7 @@ def _run_episodes(args: argparse.Namespace, out: Path) -> int:
             backend_kind=args.backend if args.agent == "llm" else "none",
             study=args.study,
             max_in_flight=args.max_in_flight,
+            judge=_judge(args),
             progress=not args.no_progress,
             supersede=args.supersede,
             replicate=args.replicate,
@@ -323,3 +346,27 @@ def _print_summary(cell: dict[str, Any], metrics: dict[str, Any]) -> None:
     for key, value in rows:
         table.add_row(key, value)
     Console(stderr=False).print(table)
+
+
+def cmd_export_tau2(args: argparse.Namespace) -> int:
+    from flatscore.domains import load_domain
+    from flatscore.engine.cell_folder import CELL_FILE, read_json
+    from flatscore.engine.tau2_export import export_tau2_results
+
+    cell = Path(args.cell)
+    domain = load_domain(read_json(cell / CELL_FILE)["domain"], args.data)
+    count = export_tau2_results(cell, domain, Path(args.out))
+    print(f"wrote {count} episodes of {cell} as tau2 results: {args.out}")
+    return 0
+
+
+def _judge(args: argparse.Namespace) -> Any:
+    """The NL-assertion judge the arguments name, or None (NL assertions are then skipped)."""
+    if not args.judge_base_url:
+        return None
+    if not args.judge_model:
+        raise CLIError("--judge-base-url needs --judge-model (the judge's model name at that server)")
+    from flatscore.agents.nl_judge import NLJudge
+    from flatscore.backends.openai_backend import OpenAIBackend
+
+    return NLJudge(OpenAIBackend(args.judge_base_url, args.judge_model, max_in_flight=1))

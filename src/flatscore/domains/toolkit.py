@@ -115,6 +115,9 @@ class Toolkit:
 
     side: ClassVar[Side] = "assistant"
     specs: ClassVar[dict[str, ToolSpec]] = {}
+    #: True once the toolkit answers as tau2 does (parity mode): the few tool bodies where tau2
+    #: behaves otherwise (a bug it has, a rounding it skips) read it; see docs/tau2-parity.md.
+    tau2_parity: bool = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

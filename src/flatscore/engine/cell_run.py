@@ -19,11 +19,13 @@ from pathlib import Path
 from typing import Any
 
 from flatscore.agents.base import Agent
+from flatscore.agents.nl_judge import NLJudge
 from flatscore.agents.users import ScriptedUser
 from flatscore.atomic_write import write_json_atomic
 from flatscore.backends.base import Backend
 from flatscore.domains.base import Domain
 from flatscore.domains.tasks import Task
+from flatscore.domains.tau2_checkout import descriptions_digest
 from flatscore.engine.cell import cell_hash, code_version, data_digest
 from flatscore.engine.cell_folder import (
     CELL_FILE,
@@ -38,6 +40,7 @@ from flatscore.engine.episode import EpisodeSettings
 from flatscore.engine.integrity import seal_metrics
 from flatscore.engine.metrics import summarize
 from flatscore.engine.runner import run_cell
+from flatscore.engine.scoring import Evaluator
 from flatscore.engine.seeding import replicate_seed
 from flatscore.engine.store import EpisodeStore
 from flatscore.engine.writer_lock import writer_lock
@@ -70,6 +73,8 @@ class CellSpec:
     backend_kind: str
     study: str
     max_in_flight: int = 1
+    #: the NL-assertion judge (an LLM on an OpenAI-compatible server); None: NL assertions skipped
+    judge: NLJudge | None = None
     progress: bool = True
     supersede: bool = False
     #: A/A noise floor: 0 is the cell itself; r > 0 reruns it with independent seeds (see replicate_seed)
@@ -80,6 +85,13 @@ class CellSpec:
 class CellResult:
     cell: dict[str, Any]
     metrics: dict[str, Any]
+
+
+def _descriptions_identity(spec: CellSpec) -> dict[str, str]:
+    """Parity mode with a checkout: the tool texts read from it change what the model sees."""
+    if not (spec.settings.tau2_compat and spec.settings.tau2_checkout):
+        return {}
+    return {"tau2_descriptions": descriptions_digest(spec.settings.tau2_checkout, spec.domain.name)}
 
 
 def cell_identity(spec: CellSpec, agent: Agent, backends: dict[str, Backend]) -> dict[str, Any]:
@@ -94,6 +106,8 @@ def cell_identity(spec: CellSpec, agent: Agent, backends: dict[str, Backend]) ->
         "repair": spec.settings.repair,
         "count_malformed": spec.settings.count_malformed,
         "tau2_compat": spec.settings.tau2_compat,
+        **_descriptions_identity(spec),
+        **(spec.judge.describe() if spec.judge is not None else {}),
         "trials": spec.trials,
         "first_trial": spec.first_trial,
         "seed": spec.seed,
@@ -201,6 +215,7 @@ def _run_locked(
             first_trial=spec.first_trial,
             backends=backends,
             max_in_flight=spec.max_in_flight,
+            evaluator=Evaluator(spec.domain, judge=spec.judge, tau2_parity=spec.settings.tau2_compat),
             cell_hash=chash,
             progress=spec.progress,
         )

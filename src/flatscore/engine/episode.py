@@ -33,7 +33,9 @@ from ..backends.base import InfrastructureError, ModelRequest, ModelResponse
 from ..domains.base import Domain
 from ..domains.environment import Environment, UnknownToolError
 from ..domains.tasks import Task
-from ..domains.toolkit import ArgumentsError, Side, ToolError, ToolSpec, render_result
+from ..domains.tau2_checkout import described_specs
+from ..domains.tau2_parity import answer_call
+from ..domains.toolkit import ArgumentsError, Side, ToolError, ToolSpec
 from .records import Channel, EpisodeRecord, ErrorEvent, Termination, empty_channel_counts
 from .scoring import Evaluator
 from .seeding import turn_seed
@@ -49,6 +51,8 @@ class EpisodeSettings:
     repair: bool = False
     count_malformed: bool = True
     tau2_compat: bool = False
+    #: parity mode: the tau2-bench checkout whose tool descriptions and schemas the model reads
+    tau2_checkout: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.max_errors, int) or self.max_errors < 1:
@@ -67,12 +71,6 @@ def classify(env: Environment, side: Side, call_name: str, exc: BaseException) -
     if isinstance(exc, ArgumentsError):
         return Channel.INVALID_ARGUMENTS
     return Channel.TOOL_ERROR
-
-
-def _error_text(exc: BaseException, name: str) -> str:
-    if isinstance(exc, UnknownToolError):
-        return f"Error: Tool '{name}' not found."
-    return f"Error: {exc}"
 
 
 #: tool -> its OpenAI schema as JSON text, rendered once per process (see _SchemaCachedSpec)
@@ -128,6 +126,10 @@ class Episode:
         self.settings = settings
         self.seed = seed
         self.trial = trial
+        if evaluator.tau2_parity != settings.tau2_compat:
+            raise ValueError(
+                "the evaluator's tau2 parity must match the episode's (its gold replay answers as the episode does)"
+            )
         self.evaluator = evaluator
         self.episode_id = episode_id or f"{task.id}#{trial}"
         self.env = domain.environment_for(task)
@@ -144,8 +146,15 @@ class Episode:
         self.model_seconds = 0.0
         self.termination: Termination | None = None
         self.infra_detail: str | None = None
-        self._agent_tools = _schema_cached(self.env.tool_specs("assistant"))
-        self._user_tools = _schema_cached(self.env.tool_specs("user"))
+        self._agent_tools = self._shown_tools("assistant")
+        self._user_tools = self._shown_tools("user")
+
+    def _shown_tools(self, side: Side) -> dict[str, ToolSpec]:
+        """The tools a party is shown: flatscore's, or in parity mode with a checkout, tau2's own texts."""
+        specs = self.env.tool_specs(side)
+        if self.settings.tau2_compat and self.settings.tau2_checkout and specs:
+            return described_specs(specs, self.settings.tau2_checkout, self.domain.name, side)
+        return _schema_cached(specs)
 
     # -- bookkeeping -----------------------------------------------------------------------
     @property
@@ -202,24 +211,22 @@ class Episode:
             entry.update(content=content, error=True, channel=channel.value)
             self._record_error(channel, side, call.name, content)
             return entry
-        try:
-            result = self.env.invoke(side, call.name, call.arguments)
-            entry.update(content=render_result(result), error=False)
-        except Exception as exc:  # every failure of a call is data, never a crash
-            channel = classify(self.env, side, call.name, exc)
-            content = _error_text(exc, call.name)
-            repaired = False
-            if (
-                self.settings.repair
-                and side == "assistant"
-                and channel in (Channel.INVENTED_TOOL, Channel.OTHER_SIDE_TOOL)
-            ):
-                content = repair_message(call.name, list(self._agent_tools))
-                repaired = True
-            entry.update(content=content, error=True, channel=channel.value, repair=repaired)
-            if not isinstance(exc, (ToolError, ArgumentsError, UnknownToolError)):
-                entry["exception"] = type(exc).__name__
-            self._record_error(channel, side, call.name, content)
+        answer = answer_call(self.env, side, call.name, call.arguments, tau2_parity=self.settings.tau2_compat)
+        if not answer.error:
+            entry.update(content=answer.content, error=False)
+            return entry
+        exc = answer.exception
+        assert exc is not None
+        channel = classify(self.env, side, call.name, exc)
+        content = answer.content
+        repaired = False
+        if self.settings.repair and side == "assistant" and channel in (Channel.INVENTED_TOOL, Channel.OTHER_SIDE_TOOL):
+            content = repair_message(call.name, list(self._agent_tools))
+            repaired = True
+        entry.update(content=content, error=True, channel=channel.value, repair=repaired)
+        if not isinstance(exc, (ToolError, ArgumentsError, UnknownToolError)):
+            entry["exception"] = type(exc).__name__
+        self._record_error(channel, side, call.name, content)
         return entry
 
     def _agent_turn(self) -> Generator[ModelRequest, ModelResponse, TurnOutput]:

@@ -118,7 +118,7 @@ def run_cell(
     """
     if trials < 1:
         raise ValueError(f"trials: expected an integer >= 1, got {trials!r}")
-    evaluator = evaluator or Evaluator(domain)
+    evaluator = evaluator or Evaluator(domain, tau2_parity=settings.tau2_compat)
     trial_ids = range(first_trial, first_trial + trials)
     todo = [(task, trial) for trial in trial_ids for task in tasks if not store.has(task.id, trial)]
     bar = _progress(len(todo), f"{domain.name} K={settings.max_errors}{' repair' if settings.repair else ''}", progress)

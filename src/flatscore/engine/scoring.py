@@ -8,7 +8,10 @@ The reward is the product of the task's ``reward_basis`` components:
 * ``COMMUNICATE``: every ``communicate_info`` string occurs in some agent message
   (case-insensitive, commas ignored);
 * ``ACTION``: every ground-truth action was made by its requestor with matching arguments
-  (``compare_args`` restricts the comparison to those arguments);
+  (``compare_args`` restricts the comparison to those arguments), and succeeded. In tau2
+  parity mode the check is tau2's: any call of that name, by either party, whatever its
+  outcome, whose arguments agree on the keys compared (with no ``compare_args``, the keys
+  the call itself sent: a call that sent none matches);
 * ``NL_ASSERTION``: needs an LLM judge. Without one it is skipped and listed under
   ``skipped`` in the reward info, so results always say what they were scored on.
 
@@ -24,6 +27,7 @@ from typing import Any, Callable, Iterable, Sequence
 from ..domains.base import Domain
 from ..domains.environment import Environment
 from ..domains.tasks import Action, Task
+from ..domains.tau2_parity import answer_call, tau2_answer
 from .records import GRADED_TERMINATIONS, Termination
 
 NLJudge = Callable[[Task, list[dict[str, Any]], list[str]], list[bool]]
@@ -38,6 +42,30 @@ def _args_match(gold: Action, made: dict[str, Any]) -> bool:
     return all(
         json.dumps(gold.arguments.get(k), sort_keys=True) == json.dumps(made.get(k), sort_keys=True) for k in keys
     )
+
+
+def tau2_action_match(gold: Action, name: str, made: dict[str, Any]) -> bool:
+    """tau2's ACTION check of one call: same name, and equal values on the compared keys."""
+    if gold.name != name:
+        return False
+    keys = list(made) if gold.compare_args is None else gold.compare_args
+    if not keys:
+        return True
+    return {k: v for k, v in made.items() if k in keys} == {k: v for k, v in gold.arguments.items() if k in keys}
+
+
+def all_calls(trajectory: Iterable[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
+    """(name, arguments) of every call with object arguments, whatever its result (tau2's view)."""
+    made = []
+    for entry in trajectory:
+        for call in entry.get("tool_calls") or []:
+            try:
+                args = json.loads(call["function"]["arguments"])
+            except (TypeError, ValueError):
+                continue
+            if isinstance(args, dict):
+                made.append((call["function"]["name"], args))
+    return made
 
 
 def successful_calls(trajectory: Iterable[dict[str, Any]]) -> list[tuple[str, str, dict[str, Any]]]:
@@ -62,9 +90,10 @@ def successful_calls(trajectory: Iterable[dict[str, Any]]) -> list[tuple[str, st
 class Evaluator:
     """Scores episodes of one domain; gold digests are computed once per task and cached."""
 
-    def __init__(self, domain: Domain, judge: NLJudge | None = None) -> None:
+    def __init__(self, domain: Domain, judge: NLJudge | None = None, tau2_parity: bool = False) -> None:
         self.domain = domain
         self.judge = judge
+        self.tau2_parity = tau2_parity
         self._gold: dict[str, tuple[str, int]] = {}
 
     def _replay(self, task: Task) -> tuple[str, int]:
@@ -73,10 +102,12 @@ class Evaluator:
             env = self.domain.environment_for(task)
             failed = 0
             for action in task.actions:
-                try:
-                    env.invoke(action.requestor, action.name, action.arguments)
-                except Exception:  # tau2's own data holds a few such actions (e.g. a product id that does not exist)
-                    failed += 1
+                # tau2's own data holds a few failing actions (e.g. a product id that does not exist)
+                if self.tau2_parity:  # tau2 replays gold actions without its cross-side sync between them
+                    answer = tau2_answer(env, action.requestor, action.name, action.arguments, sync=False)
+                else:
+                    answer = answer_call(env, action.requestor, action.name, action.arguments)
+                failed += answer.error
             self._gold[task.id] = (env.state_hash(), failed)
         return self._gold[task.id]
 
@@ -98,6 +129,12 @@ class Evaluator:
             info["note"] = f"termination {termination.value} scores 0"
             return info
         reward = 1.0
+        if self.tau2_parity:  # tau2 reports every check, whether or not the basis counts it
+            info["db_match"] = env.state_hash() == self.gold_hash(task)
+            info["env_assertions"] = env.check_assertions(criteria.env_assertions or []) if criteria else []
+            calls = all_calls(trajectory)
+            gold_actions = task.actions
+            info["actions_matched"] = [any(tau2_action_match(g, n, a) for n, a in calls) for g in gold_actions]
         for component in basis:
             if component == "DB":
                 value = float(env.state_hash() == self.gold_hash(task))
@@ -108,9 +145,17 @@ class Evaluator:
             elif component == "COMMUNICATE":
                 said = [_norm(m.get("content") or "") for m in trajectory if m.get("role") == "assistant"]
                 wanted = criteria.communicate_info or []
-                found = [any(_norm(w) in s for s in said) for w in wanted]
+                # tau2 drops commas from the messages only, so a wanted string with a comma never matches
+                sought = [w.lower() if self.tau2_parity else _norm(w) for w in wanted]
+                found = [any(w in s for s in said) for w in sought]
                 info["communicate"] = dict(zip(wanted, found))
                 value = float(all(found))
+            elif component == "DB" and self.tau2_parity:
+                value = float(info["db_match"])
+            elif component == "ENV_ASSERTION" and self.tau2_parity:
+                value = float(all(c["met"] for c in info["env_assertions"]))
+            elif component == "ACTION" and self.tau2_parity:
+                value = float(all(info["actions_matched"]))
             elif component == "ACTION":
                 made = successful_calls(trajectory)
                 matched = [
@@ -123,10 +168,23 @@ class Evaluator:
                 info["actions_matched"] = matched
                 value = float(all(matched))
             elif component in ("NL_ASSERTION", "NL_ASSERTIONS"):
-                if self.judge is None or not (criteria.nl_assertions or []):
+                if self.judge is None:
                     info["skipped"].append(component)
                     continue
-                verdicts = self.judge(task, list(trajectory), list(criteria.nl_assertions or []))
+                if not (criteria.nl_assertions or []):  # tau2's judge: nothing to assert is met
+                    info["components"][component] = 1.0
+                    continue
+                try:
+                    verdicts = self.judge(task, list(trajectory), list(criteria.nl_assertions or []))
+                except Exception as exc:  # a judge that cannot answer leaves the component ungraded, said so
+                    info["skipped"].append(component)
+                    info["nl_judge_error"] = f"{type(exc).__name__}: {exc}"[:500]
+                    continue
+                details = getattr(self.judge, "last", None)
+                if details:
+                    info["nl_assertions"] = [
+                        {"assertion": v.assertion, "met": v.met, "reasoning": v.reasoning} for v in details
+                    ]
                 value = float(all(verdicts))
             else:  # pragma: no cover - guarded by the task model's Literal
                 raise ValueError(f"unknown reward component {component}")

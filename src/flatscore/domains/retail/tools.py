@@ -40,6 +40,11 @@ def _fold(text: str) -> str:
     return "".join(ch for ch in decomposed if not unicodedata.combining(ch)).casefold().strip()
 
 
+def _lower(text: str) -> str:
+    """tau2's identity comparison (parity mode): lower case only, accents kept."""
+    return text.lower()
+
+
 def _evaluate(node: ast.AST) -> float:
     if isinstance(node, ast.Expression):
         return _evaluate(node.body)
@@ -129,18 +134,20 @@ class RetailTools(Toolkit):
     @tool
     def find_user_id_by_email(self, email: str) -> str:
         """Look up a user id by email address (e.g. 'jane.doe1234@example.com'); the preferred way to authenticate."""
-        wanted = _fold(email)
+        fold = _lower if self.tau2_parity else _fold
+        wanted = fold(email)
         for user_id, user in peek_items(self.db.users):  # read-only scan: claims nothing
-            if _fold(user.email) == wanted:
+            if fold(user.email) == wanted:
                 return user_id
         raise ToolError("User not found")
 
     @tool
     def find_user_id_by_name_zip(self, first_name: str, last_name: str, zip: str) -> str:
         """Look up a user id by first name, last name and 5-digit zip code; use when the user cannot give their email."""
-        first, last = _fold(first_name), _fold(last_name)
+        fold = _lower if self.tau2_parity else _fold
+        first, last = fold(first_name), fold(last_name)
         for user_id, user in peek_items(self.db.users):  # read-only scan: claims nothing
-            if _fold(user.name.first_name) == first and _fold(user.name.last_name) == last and user.address.zip == zip:
+            if fold(user.name.first_name) == first and fold(user.name.last_name) == last and user.address.zip == zip:
                 return user_id
         raise ToolError("User not found")
 
@@ -180,7 +187,7 @@ class RetailTools(Toolkit):
         order = self._order(order_id)
         if order.status != "pending":
             raise ToolError("Non-pending order cannot be cancelled")
-        if reason not in CANCEL_REASONS:
+        if reason not in frozenset(CANCEL_REASONS):  # a set, as in tau2: an unhashable reason is a TypeError
             raise ToolError("Invalid reason")
         refunds = []
         for payment in order.payment_history:
@@ -224,6 +231,7 @@ class RetailTools(Toolkit):
         if len(item_ids) != len(new_item_ids):
             raise ToolError("The number of items to be exchanged should match")
         diff = 0.0
+        variant: Variant | None = None
         for item_id, new_item_id in zip(item_ids, new_item_ids):
             if item_id == new_item_id:
                 raise ToolError("The new item id should be different from the old item id")
@@ -234,7 +242,8 @@ class RetailTools(Toolkit):
             if not variant.available:
                 raise ToolError(f"New item {new_item_id} not found or available")
             diff += variant.price - item.price
-        diff = round(diff, 2)
+        if not self.tau2_parity:  # tau2 charges the unrounded difference
+            diff = round(diff, 2)
         method = self._payment_method(order.user_id, payment_method_id)
         if isinstance(method, GiftCard) and method.balance < diff:
             raise ToolError("Insufficient gift card balance to pay for the new item")
@@ -247,12 +256,15 @@ class RetailTools(Toolkit):
         )
         if isinstance(method, GiftCard):
             method.balance = round(method.balance - diff, 2)
+        last_variant = variant  # the loop above ran at least once where this is read
         for item_id, new_item_id in zip(item_ids, new_item_ids):
             item = next(it for it in order.items if it.item_id == item_id)
-            variant = self._variant(item.product_id, new_item_id)
+            # parity mode keeps tau2's bug: every modified item gets the *last* new item's price and options
+            chosen = last_variant if self.tau2_parity else self._variant(item.product_id, new_item_id)
             item.item_id = new_item_id
-            item.price = variant.price
-            item.options = dict(variant.options)
+            assert chosen is not None
+            item.price = chosen.price
+            item.options = dict(chosen.options)
         order.status = "pending (item modified)"
         return self._snapshot(order)
 

@@ -9,6 +9,9 @@ the rules live in one place.
 
 from __future__ import annotations
 
+from collections.abc import Hashable
+from typing import Any
+
 from ..toolkit import Toolkit
 from .user_data_model import (
     APNNames,
@@ -23,12 +26,41 @@ from .user_data_model import (
     TelecomUserDB,
 )
 
-_SIGNAL_LABEL = {
-    SignalStrength.NONE: "No Signal",
-    SignalStrength.POOR: "Signal: Poor (1 bar)",
-    SignalStrength.FAIR: "Signal: Fair (2 bars)",
-    SignalStrength.GOOD: "Signal: Good (3 bars)",
-    SignalStrength.EXCELLENT: "Signal: Excellent (4 bars)",
+#: the status bar's words: flatscore's own, plain ones (default mode)...
+_BAR: dict[str, Any] = {
+    "airplane": "Airplane Mode",
+    "signal": {
+        SignalStrength.NONE: "No Signal",
+        SignalStrength.POOR: "Signal: Poor (1 bar)",
+        SignalStrength.FAIR: "Signal: Fair (2 bars)",
+        SignalStrength.GOOD: "Signal: Good (3 bars)",
+        SignalStrength.EXCELLENT: "Signal: Excellent (4 bars)",
+    },
+    "data_on": "Mobile Data On",
+    "data_saver": "Data Saver",
+    "data_off": "Mobile Data Off",
+    "wifi_ssid": "Wi-Fi: {}",
+    "wifi_on": "Wi-Fi On",
+    "vpn": "VPN Connected",
+    "battery": "Battery {}%",
+}
+#: ...and the indicator tokens tau2's phone shows (parity mode: a model must read the same bytes)
+_TAU2_BAR: dict[str, Any] = {
+    "airplane": "\u2708\ufe0f Airplane Mode",
+    "signal": {
+        SignalStrength.NONE: "\U0001f4f5 No Signal",
+        SignalStrength.POOR: "\U0001f4f6\u00b9 Poor",
+        SignalStrength.FAIR: "\U0001f4f6\u00b2 Fair",
+        SignalStrength.GOOD: "\U0001f4f6\u00b3 Good",
+        SignalStrength.EXCELLENT: "\U0001f4f6\u2074 Excellent",
+    },
+    "data_on": "\U0001f4f1 Data Enabled",
+    "data_saver": "\U0001f53d Data Saver",
+    "data_off": "\U0001f4f5 Data Disabled",
+    "wifi_ssid": "\U0001f4e1 Connected to {}",
+    "wifi_on": "\U0001f4e1 Enabled",
+    "vpn": "\U0001f512 VPN Connected",
+    "battery": "\U0001f50b {}%",
 }
 #: download speed range (Mbps) per technology, as in tau2
 _TECH_SPEED = {
@@ -130,25 +162,26 @@ class PhoneModel(Toolkit):
 
     def _status_bar(self) -> str:
         d = self.device
+        words = _TAU2_BAR if self.tau2_parity else _BAR
         parts: list[str] = []
         if d.airplane_mode:
-            parts.append("Airplane Mode")
+            parts.append(words["airplane"])
         else:
-            parts.append(_SIGNAL_LABEL.get(d.network_signal_strength, "No Signal"))
+            parts.append(words["signal"].get(d.network_signal_strength, words["signal"][SignalStrength.NONE]))
             has_tech = d.network_technology_connected != NetworkTechnology.NONE
             if has_tech:
                 parts.append(d.network_technology_connected.value)
             if d.data_enabled and has_tech:
-                parts.append("Mobile Data On")
+                parts.append(words["data_on"])
                 if d.data_saver_mode:
-                    parts.append("Data Saver")
+                    parts.append(words["data_saver"])
             else:
-                parts.append("Mobile Data Off")
+                parts.append(words["data_off"])
         if d.wifi_enabled and d.wifi_connected:
-            parts.append(f"Wi-Fi: {d.wifi_ssid}" if d.wifi_ssid else "Wi-Fi On")
+            parts.append(words["wifi_ssid"].format(d.wifi_ssid) if d.wifi_ssid else words["wifi_on"])
         if d.vpn_connected:
-            parts.append("VPN Connected")
-        parts.append(f"Battery {d.battery_level}%")
+            parts.append(words["vpn"])
+        parts.append(words["battery"].format(d.battery_level))
         return "Status Bar: " + " | ".join(parts)
 
     def _with_bar(self, message: str) -> str:
@@ -213,7 +246,12 @@ class PhoneModel(Toolkit):
                 five_g = s.signal_strength.get(NetworkTechnology.FIVE_G, SignalStrength.NONE)
                 tech = NetworkTechnology.FOUR_G if five_g == SignalStrength.NONE else NetworkTechnology.FIVE_G
             else:
-                tech = _MODE_TECH.get(pref, NetworkTechnology.FOUR_G)
+                # a preference stored as sent (parity mode: a list, None) falls back to 4G, as in tau2
+                tech = (
+                    _MODE_TECH.get(pref, NetworkTechnology.FOUR_G)
+                    if isinstance(pref, Hashable)
+                    else NetworkTechnology.FOUR_G
+                )
             d.network_technology_connected = tech
             d.network_signal_strength = s.signal_strength.get(tech, SignalStrength.NONE)
         else:

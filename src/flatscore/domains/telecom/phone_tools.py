@@ -75,13 +75,37 @@ class PhoneTools(PhoneModel):
     @tool(mutates=True)
     def set_network_mode_preference(self, mode: NetworkMode) -> str:
         """Choose the preferred cellular network type: 4g_5g_preferred, 4g_only, 3g_only or 2g_only. Faster types (4G/5G) give faster data."""
+        options = ", ".join(m.value for m in NetworkModePreference)
+        if self.tau2_parity:
+            return self._set_mode_as_tau2(mode, options)
         try:
             chosen = NetworkModePreference(mode)
         except ValueError:
-            options = ", ".join(m.value for m in NetworkModePreference)
             return self._with_bar(f"Could not set network mode: '{mode}' is not an option. Choose one of: {options}")
         self.device.network_mode_preference = chosen
         self.simulate_network_search()
+        return self._with_bar(f"Preferred Network Mode set to: {chosen.value}")
+
+    def _set_mode_as_tau2(self, mode: Any, options: str) -> str:
+        """tau2's behaviour (parity mode): only a string is checked; anything else is stored as sent
+        and the network searched, so ``None`` is stored and then refused, and a list is stored and
+        then fails on its ``.value`` (an error result)."""
+        chosen = mode
+        if isinstance(mode, str):
+            try:
+                chosen = NetworkModePreference(mode)
+            except ValueError:
+                chosen = None
+            else:
+                self.device.network_mode_preference = chosen
+                self.simulate_network_search()
+        else:
+            self.device.network_mode_preference = chosen
+            self.simulate_network_search()
+        if chosen is None:
+            return self._with_bar(
+                f"Failed to set network mode: '{mode}' is not a valid option. Please use one of: {options}"
+            )
         return self._with_bar(f"Preferred Network Mode set to: {chosen.value}")
 
     @tool
