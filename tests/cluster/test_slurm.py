@@ -161,10 +161,10 @@ def _comparable(metrics: dict) -> dict:
 
 
 def _aggregate_csvs(results: Path) -> dict[str, Path]:
+    # the aggregate folder itself: a copy logged as MLflow artifacts lands under results/ with a
+    # sqlite store but on the server with a tracking server, and is not the run's output
     return {
-        str(p.relative_to(results)): p
-        for p in sorted(results.rglob("*.csv"))
-        if "aggregate" in str(p.relative_to(results))
+        str(p.relative_to(results)): p for p in sorted(results.rglob("aggregate/*.csv")) if "mlartifacts" not in p.parts
     }
 
 
