@@ -132,6 +132,7 @@ def log_cell(
     client = runs.client(uri)
     exp_id = runs.get_or_create_experiment(client, experiment_name, uri)
 
+    episodes: list[dict[str, Any]] | None = None
     with file_lock(store_lock_path(uri, results_dir_of(cell_dir))):
         parent_id = runs.find_or_create_study_run(client, exp_id, study)
         found = runs.find_cell_runs(client, exp_id, cell_hash)
@@ -149,7 +150,8 @@ def log_cell(
                 runs.TAG_STUDY: study,
                 runs.TAG_STUDY_RUN: parent_id,
             }
-            start_ms = episode_span_ms(cell_dir / EPISODES_FILE)[0]
+            episodes = read_episodes(cell_dir / EPISODES_FILE)  # read once: also logged below
+            start_ms = episode_span_ms(cell_dir / EPISODES_FILE, episodes)[0]
             run = with_retry(
                 lambda: client.create_run(exp_id, start_time=start_ms, run_name=run_name, tags=tags),
                 what="create_run(cell)",
@@ -181,7 +183,8 @@ def log_cell(
             _log.warning("cell %s: params changed since first logged, kept old values: %s", cell_hash, changed)
         params = {k: v for k, v in params.items() if k not in old}
 
-    episodes = read_episodes(cell_dir / EPISODES_FILE)
+    if episodes is None:
+        episodes = read_episodes(cell_dir / EPISODES_FILE)
     now_ms = int(time.time() * 1000)
     metric_values = numeric_metrics(metrics)
     metric_values.setdefault("n_episodes", float(len(episodes)))
