@@ -85,6 +85,7 @@ def test_vllm_command():
     assert "--port 8001" in joined and "--quantization compressed-tensors" in joined
     assert "--max-model-len 4096" in joined and cmd[-1] == "--enforce-eager"
     assert "--quantization" not in vllm_command("m")
+    assert "--gpu-memory-utilization" not in vllm_command("m"), "a setting left out keeps vLLM's default"
 
 
 def test_transformers_serve_command_uses_this_python():

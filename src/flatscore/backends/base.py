@@ -22,6 +22,15 @@ class InfrastructureError(RuntimeError):
     """
 
 
+class ContextOverflowError(InfrastructureError):
+    """The prompt no longer fits the model's context window (a server refused it as too long).
+
+    Not an infrastructure failure: the conversation outgrew what the model can read, which is the
+    model's limit. The engine ends the episode with termination ``context_overflow``, scored as a
+    failure (as a run that hit ``max_steps`` is), and never retries it.
+    """
+
+
 @dataclass
 class ModelRequest:
     """One generation: an OpenAI-style chat plus tool schemas, decoded prefix-consistently."""

@@ -14,7 +14,9 @@ prompt tokens minus ``usage.prompt_tokens_details.cached_tokens`` when the serve
 Failures: connection errors, timeouts, HTTP 5xx / 429 and unusable bodies (not JSON, no
 ``choices``) are retried with exponential backoff (``backoff_s * 2**attempt``, at most
 ``max_retries`` retries); then :class:`InfrastructureError`. Other 4xx answers are not
-retried (the request itself is wrong) and raise InfrastructureError at once. Every attempt
+retried (the request itself is wrong) and raise InfrastructureError at once; a 400 saying the
+prompt exceeds the model's maximum context length raises :class:`ContextOverflowError` (the
+model's limit, scored as a failed episode, not an infrastructure failure). Every attempt
 of one request carries the same ``X-Request-Id`` header so a server's logs can tell retries
 from new requests.
 
@@ -36,9 +38,11 @@ import httpx
 
 from flatscore.redact import redact
 
-from .base import Backend, InfrastructureError, ModelRequest, ModelResponse
+from .base import Backend, ContextOverflowError, InfrastructureError, ModelRequest, ModelResponse
 
 _RETRY_STATUS = {408, 409, 425, 429}
+#: How vLLM (and OpenAI) word a prompt longer than the model's context window (HTTP 400).
+_CONTEXT_OVERFLOW = "maximum context length"
 
 
 class _Retryable(Exception):
@@ -138,6 +142,8 @@ class OpenAIBackend(Backend):
             raise _Retryable(redact(f"{type(exc).__name__}: {exc}")) from exc
         if r.status_code >= 500 or r.status_code in _RETRY_STATUS:
             raise _Retryable(f"HTTP {r.status_code}: {_body_excerpt(r, 200)}")
+        if r.status_code == 400 and _CONTEXT_OVERFLOW in r.text:
+            raise ContextOverflowError(f"{self.base_url}: HTTP 400: {_body_excerpt(r, 300)}")
         if r.status_code >= 400:
             raise InfrastructureError(f"{self.base_url}: HTTP {r.status_code} (not retried): {_body_excerpt(r, 500)}")
         try:

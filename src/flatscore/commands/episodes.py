@@ -209,19 +209,24 @@ def _make_agent(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
 def _served_model(args: argparse.Namespace, out: Path) -> Any:
     """With --serve, start the model's server for this job (always stopped after); with
     --base-url-file, use the server a shared ``flatscore serve`` job announced there."""
-    from flatscore.backends.server_launch import ServerNotReadyError, await_announced_server, build_server
+    from flatscore.backends.server_launch import ServerNotReadyError, announced_server, build_server
 
+    args.server_settings = None  # what the server does to the agent's answers: part of the identity
     if args.base_url_file:
         try:
-            args.base_url = await_announced_server(Path(args.base_url_file), args.serve_timeout)
+            announced = announced_server(Path(args.base_url_file), args.serve_timeout)
         except ServerNotReadyError as exc:
             raise CLIError(f"--base-url-file: {exc}") from None
+        args.base_url = announced["base_url"]
+        args.server_settings = announced.get("settings")
     if not args.serve:
         return contextlib.nullcontext()
     if args.agent != "llm" or args.backend != "openai":
         raise CLIError("--serve: needs --agent llm --backend openai")
-    server = build_server(args.model, server_options(args), out)
+    options = server_options(args)
+    server = build_server(args.model, options, out)
     args.base_url = server.base_url
+    args.server_settings = options.describe()
     return server
 
 
@@ -287,6 +292,7 @@ def _run_episodes(args: argparse.Namespace, out: Path) -> int:
             progress=not args.no_progress,
             supersede=args.supersede,
             replicate=args.replicate,
+            server=args.server_settings,
         )
         result = run_cell_folder(
             spec, agent, backends, before_seal=_write_summary, on_superseded=_say_superseded, on_resume=_say_resumed

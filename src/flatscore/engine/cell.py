@@ -16,7 +16,8 @@ from typing import Any
 from .. import __version__
 
 #: Keys that never enter the identity (they describe where/how, not what).
-NON_IDENTITY_KEYS = frozenset({"cell_hash", "study", "max_in_flight", "progress", "created_at"})
+#: ``base_url`` too: a shared server listens on a free port, which changes from run to run.
+NON_IDENTITY_KEYS = frozenset({"cell_hash", "study", "max_in_flight", "progress", "created_at", "base_url"})
 
 
 def code_version() -> str:

@@ -79,6 +79,9 @@ class CellSpec:
     supersede: bool = False
     #: A/A noise floor: 0 is the cell itself; r > 0 reruns it with independent seeds (see replicate_seed)
     replicate: int = 0
+    #: the model's server settings (kind, device, parser, dtype...); None: in process, or a server
+    #: flatscore did not start (a --base-url it knows nothing of)
+    server: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -119,6 +122,7 @@ def cell_identity(spec: CellSpec, agent: Agent, backends: dict[str, Backend]) ->
         "model_manifest_sha": spec.model_manifest_sha,
         # only a replicate carries the key: every cell that ran before replicates existed keeps its hash
         **({"replicate": spec.replicate} if spec.replicate else {}),
+        **(spec.server or {}),
     }
 
 

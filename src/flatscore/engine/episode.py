@@ -29,7 +29,7 @@ from typing import Any, Generator
 from ..agents.base import STOP_TOKEN, Agent, AgentView, ToolCall, TurnOutput, UserSimulator, UserView
 from ..agents.repair import repair_message
 from ..agents.user_requests import REQUEST_PREFIX
-from ..backends.base import InfrastructureError, ModelRequest, ModelResponse
+from ..backends.base import ContextOverflowError, InfrastructureError, ModelRequest, ModelResponse
 from ..domains.base import Domain
 from ..domains.environment import Environment, UnknownToolError
 from ..domains.tasks import Task
@@ -146,6 +146,7 @@ class Episode:
         self.model_seconds = 0.0
         self.termination: Termination | None = None
         self.infra_detail: str | None = None
+        self.overflow_detail: str | None = None
         self._agent_tools = self._shown_tools("assistant")
         self._user_tools = self._shown_tools("user")
 
@@ -360,6 +361,9 @@ class Episode:
         started = time.perf_counter()
         try:
             yield from self._play()
+        except ContextOverflowError as exc:
+            self.termination = Termination.CONTEXT_OVERFLOW
+            self.overflow_detail = str(exc)[:500]
         except InfrastructureError as exc:
             self.termination = Termination.INFRASTRUCTURE_ERROR
             self.infra_detail = str(exc)[:500]
@@ -373,6 +377,8 @@ class Episode:
         reward_info = self.evaluator.evaluate(self.task, self.env, self.trajectory, self.termination)
         if self.infra_detail:
             reward_info["infrastructure_error"] = self.infra_detail
+        if self.overflow_detail:
+            reward_info["context_overflow"] = self.overflow_detail
         scored = self.termination.value not in {
             Termination.MALFORMED_DROPPED.value,
             Termination.INFRASTRUCTURE_ERROR.value,

@@ -23,6 +23,7 @@ def summarize(records: Iterable[dict[str, Any]], trials: int | None = None) -> d
         "n_unscored": len(records) - len(scored),
         "n_infrastructure_failures": sum(r["termination"] == Termination.INFRASTRUCTURE_ERROR.value for r in records),
         "n_malformed_dropped": sum(r["termination"] == Termination.MALFORMED_DROPPED.value for r in records),
+        "n_context_overflow": sum(r["termination"] == Termination.CONTEXT_OVERFLOW.value for r in records),
         "success_rate": (sum(r["reward"] for r in scored) / len(scored)) if scored else float("nan"),
     }
     per_task: dict[str, list[float]] = defaultdict(list)

@@ -45,6 +45,9 @@ class Termination(str, Enum):
     MALFORMED_DROPPED = "malformed_dropped"
     #: Inference infrastructure failed (server down, timeout): excluded from the score, reported beside it.
     INFRASTRUCTURE_ERROR = "infrastructure_error"
+    #: The conversation outgrew the model's context window (the server refused the prompt): the
+    #: model's limit, so the episode is scored, as a failure, like one that hit max_steps.
+    CONTEXT_OVERFLOW = "context_overflow"
 
 
 #: Terminations under which the episode is graded at all (others score 0, as in tau2).
