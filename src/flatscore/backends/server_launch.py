@@ -76,7 +76,10 @@ def _file_digest(path: str | None) -> str | None:
     """A chat template enters the identity by its bytes, not its path."""
     if not path:
         return None
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
+    try:
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
+    except OSError as exc:
+        raise ValueError(f"--chat-template: cannot read {path}: {exc.strerror}") from None
 
 
 def build_server(model: str, options: ServerOptions, log_dir: Path) -> ManagedServer:
