@@ -26,14 +26,47 @@ from _common import WORKDIR, domain, result, run_llm_episodes
 
 
 def first_agent_text(record: dict) -> str:
-    """The agent's first answer after the user's first message (same prompt in both runs)."""
-    seen_user = False
-    for message in record["messages"]:
-        if message["role"] == "user":
-            seen_user = True
-        elif seen_user and message["role"] == "assistant":
-            return str(message.get("raw") or message.get("content") or message.get("tool_calls"))
-    return ""
+    """The model's first answer (the agent's second message: the first is the fixed greeting),
+    as calls or text: a server returns parsed tool_calls where the in-process backend keeps the
+    raw text, so the raw strings differ even when the answers are the same."""
+    turns = agent_turns(record)
+    return turns[1] if len(turns) > 1 else ""
+
+
+class RecordingBackend:
+    """Passes requests to ``inner`` and keeps the first ``keep`` of them (to re-render later)."""
+
+    def __init__(self, inner, keep: int = 10) -> None:
+        self.inner, self.keep, self.requests = inner, keep, []
+        self.name = inner.name
+
+    def generate_each(self, requests):
+        self.requests.extend(requests[: max(0, self.keep - len(self.requests))])
+        return self.inner.generate_each(requests)
+
+    def generate(self, requests):
+        return self.inner.generate(requests)
+
+    def release(self, key):
+        self.inner.release(key)
+
+    def close(self):
+        self.inner.close()
+
+    def describe(self):
+        return self.inner.describe()
+
+
+def served_prompt_ids(base_url: str, requests) -> list[list[int]]:
+    """The prompt token ids vLLM renders for each request (its /tokenize, chat form)."""
+    import httpx
+
+    out = []
+    for request in requests:
+        body = {"model": "m", "messages": request.messages, "tools": request.tools, "add_generation_prompt": True}
+        answer = httpx.post(base_url + "/tokenize", json=body, timeout=60).json()
+        out.append([int(t) for t in answer["tokens"]])
+    return out
 
 
 def agent_turns(record: dict) -> list[str]:
@@ -72,7 +105,7 @@ def main() -> None:
         for level in args.levels:
             n = max(args.episodes, level)
             trials = -(-n // len(tasks))
-            backend = OpenAIBackend(server.base_url, "m", max_in_flight=level, timeout_s=600)
+            backend = RecordingBackend(OpenAIBackend(server.base_url, "m", max_in_flight=level, timeout_s=600))
             records, wall = run_llm_episodes(
                 backend,
                 dom,
@@ -87,13 +120,16 @@ def main() -> None:
             print(f"vllm in_flight={level:>3}: {len(records)} episodes in {wall:6.1f} s = {rates[level]:.3f} ep/s")
             if level == args.levels[0]:
                 vllm_records = records  # compared with transformers on the same tasks and trials
+                recorded = backend.requests
+                served_ids = served_prompt_ids(server.base_url, recorded)
     finally:
         server.stop()
 
     # the same tasks and trials as the first vLLM level, in process
     trials = -(-max(args.episodes, args.levels[0]) // len(tasks))
     backend = TransformersBackend(model, max_batch=args.transformers_batch)
-    t0 = time.perf_counter()
+    same_prompt = sum(backend.render(r) == ids for r, ids in zip(recorded, served_ids, strict=True))
+    print(f"prompt token ids, vLLM /tokenize vs transformers: {same_prompt}/{len(recorded)} identical")
     hf_records, hf_wall = run_llm_episodes(
         backend,
         dom,
@@ -126,6 +162,7 @@ def main() -> None:
         end_to_end_ratio=f"{end_to_end / hf_rate:.2f}",
         start_s=f"{start_s:.0f}",
         first_answer_agreement=f"{same_first}/{len(pairs)}",
+        same_prompt_ids=f"{same_prompt}/{len(recorded)}",
     )
 
 
