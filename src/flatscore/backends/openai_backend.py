@@ -16,7 +16,9 @@ Failures: connection errors, timeouts, HTTP 5xx / 429 and unusable bodies (not J
 ``max_retries`` retries); then :class:`InfrastructureError`. Other 4xx answers are not
 retried (the request itself is wrong) and raise InfrastructureError at once; a 400 saying the
 prompt exceeds the model's maximum context length raises :class:`ContextOverflowError` (the
-model's limit, scored as a failed episode, not an infrastructure failure). Every attempt
+model's limit, scored as a failed episode, not an infrastructure failure). A refused connection
+(nothing listening: the server is being restarted) is waited out for up to ``outage_s`` before
+it counts as a failed attempt, so a served model that is killed and restarted costs no episode. Every attempt
 of one request carries the same ``X-Request-Id`` header so a server's logs can tell retries
 from new requests.
 
@@ -49,6 +51,10 @@ class _Retryable(Exception):
     pass
 
 
+class _ServerDown(_Retryable):
+    """Nothing listens at the server's address (it is being restarted, or gone)."""
+
+
 def _body_excerpt(r: httpx.Response, limit: int) -> str:
     """The start of a response body for an error text, secrets redacted *before* cutting (a key
     cut in half would no longer match the environment's value). Why: error pages may echo the
@@ -71,6 +77,7 @@ class OpenAIBackend(Backend):
         temperature: float = 0.0,
         extra_body: dict[str, Any] | None = None,
         max_backoff_s: float = 30.0,
+        outage_s: float = 0.0,
     ) -> None:
         base = base_url.rstrip("/").removesuffix("/v1")
         self.base_url = base
@@ -83,6 +90,8 @@ class OpenAIBackend(Backend):
         self.max_retries = max(0, int(max_retries))
         self.backoff_s = float(backoff_s)
         self.max_backoff_s = float(max_backoff_s)
+        #: how long refused connections are waited out (a restarting server), beyond max_retries
+        self.outage_s = float(outage_s)
         self.temperature = float(temperature)
         self.extra_body = dict(extra_body or {})
         headers = {"Content-Type": "application/json"}
@@ -138,7 +147,9 @@ class OpenAIBackend(Backend):
         t0 = time.perf_counter()
         try:
             r = self._client.post(self._url, content=data, headers={"X-Request-Id": rid})
-        except httpx.HTTPError as exc:  # connect/read errors, timeouts, protocol errors
+        except httpx.ConnectError as exc:  # refused: no server at the address right now
+            raise _ServerDown(redact(f"{type(exc).__name__}: {exc}")) from exc
+        except httpx.HTTPError as exc:  # read errors, timeouts, protocol errors
             raise _Retryable(redact(f"{type(exc).__name__}: {exc}")) from exc
         if r.status_code >= 500 or r.status_code in _RETRY_STATUS:
             raise _Retryable(f"HTTP {r.status_code}: {_body_excerpt(r, 200)}")
@@ -174,20 +185,33 @@ class OpenAIBackend(Backend):
         )
 
     def _call(self, request: ModelRequest) -> ModelResponse:
+        """One request with its retries. Refused connections (the server restarting) are retried
+        for up to ``outage_s`` without using up ``max_retries``, which count the other failures."""
         data = self.encode(self.body(request))
         rid = self._rid(request, data)
         last = "no attempt"
-        for attempt in range(self.max_retries + 1):
+        attempt = 0
+        down_since: float | None = None
+        while True:
             with self._lock:
                 self.attempts += 1
-                if attempt:
+                if attempt or down_since is not None:
                     self.retries += 1
             try:
                 return self._once(data, rid)
+            except _ServerDown as exc:
+                last = str(exc)
+                down_since = down_since if down_since is not None else time.monotonic()
+                if time.monotonic() - down_since < self.outage_s:
+                    time.sleep(min(self.backoff_s * 4, self.max_backoff_s))
+                    continue
             except _Retryable as exc:
                 last = str(exc)
-            if attempt < self.max_retries:
-                time.sleep(min(self.backoff_s * (2**attempt), self.max_backoff_s))
+                down_since = None
+            if attempt >= self.max_retries:
+                break
+            time.sleep(min(self.backoff_s * (2**attempt), self.max_backoff_s))
+            attempt += 1
         raise InfrastructureError(
             f"{self.base_url}: request failed after {self.max_retries + 1} attempts; last error: {last}"
         )

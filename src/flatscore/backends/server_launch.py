@@ -142,22 +142,37 @@ def await_announced_server(path: Path, timeout_s: float) -> str:
     return str(announced_server(path, timeout_s)["base_url"])
 
 
-def serve_until_stopped(server: ManagedServer, announce: Path, info: dict[str, Any], stop: threading.Event) -> None:
-    """Start ``server``, announce it, and keep it up until ``stop`` is set or it dies.
+def serve_until_stopped(
+    server: ManagedServer, announce: Path, info: dict[str, Any], stop: threading.Event, max_restarts: int = 3
+) -> None:
+    """Start ``server``, announce it, and keep it up until ``stop`` is set.
 
     Snakemake starts a service's consumers at once and expects its output right away, so the
-    address is announced first as ``starting``; consumers wait until it says ``ready``.
+    address is announced first as ``starting``; consumers wait until it says ``ready``. A server
+    that dies (killed, out of memory) is started again on the same port, up to ``max_restarts``
+    times, announced as ``restarting`` meanwhile: its consumers' requests fail over that gap and
+    are retried (the OpenAI backend waits out an outage), so a cell loses no episode to it.
     """
     write_json_atomic(announce, {**info, "status": "starting"})
+    restarts = 0
     try:
         with server:
             write_json_atomic(announce, {**info, "status": "ready", "pid": server.pid})
             print(f"serving {info['model']} at {server.base_url}", flush=True)
             while not stop.wait(1.0):
-                if server.process is not None and server.process.poll() is not None:
+                if server.process is None or server.process.poll() is None:
+                    continue
+                code = server.process.returncode
+                if restarts >= max_restarts:
                     raise RuntimeError(
-                        f"the {info['kind']} server exited (code {server.process.returncode}); see its log"
+                        f"the {info['kind']} server exited (code {code}) after {restarts} restarts; see its log"
                     )
+                restarts += 1
+                print(f"the {info['kind']} server exited (code {code}); restart {restarts}/{max_restarts}", flush=True)
+                write_json_atomic(announce, {**info, "status": "restarting", "restarts": restarts})
+                server.restart()
+                write_json_atomic(announce, {**info, "status": "ready", "pid": server.pid, "restarts": restarts})
+                print(f"serving {info['model']} at {server.base_url} again", flush=True)
     except BaseException:
         write_json_atomic(announce, {**info, "status": "failed"})
         raise

@@ -31,6 +31,11 @@ class LLMAgentSettings:
     temperature: float = 0.0
 
 
+#: How long a refused connection is waited out: a killed vLLM server is restarted by its service
+#: job on the same port, which takes 30-160 s on a CPU (cold compile cache) and less on a GPU.
+SERVER_OUTAGE_S = 300.0
+
+
 def make_llm_agent(settings: LLMAgentSettings) -> tuple[LLMAgent, dict[str, Backend]]:
     """The LLM agent and {role: backend}; without a prompt choice, a demo model's folder selects compact."""
     if not settings.model:
@@ -66,5 +71,6 @@ def make_llm_agent(settings: LLMAgentSettings) -> tuple[LLMAgent, dict[str, Back
             settings.served_model or settings.model,
             max_in_flight=settings.max_in_flight,
             temperature=settings.temperature,
+            outage_s=SERVER_OUTAGE_S,
         )
     return agent, {"agent": backend}
