@@ -17,6 +17,7 @@ from snakemake.utils import validate
 
 from flatscore.config_checks import file_problems
 from flatscore.engine.cell_folder import METRICS_FILE
+from flatscore.models.schemes import SCHEMES as QUANT_SCHEMES
 
 
 def config_problem(config, schema_path):
@@ -72,7 +73,7 @@ MANIFEST_FILE = "flatscore_manifest.json"
 
 
 wildcard_constraints:
-    precision="full|int8|int4",
+    precision="full|int8|int4|fp8",
     repair="on|off",
     budget=r"\d+",
     shard=r"\d+",
