@@ -18,6 +18,7 @@ from snakemake.utils import validate
 from flatscore.config_checks import file_problems
 from flatscore.engine.cell_folder import METRICS_FILE
 from flatscore.models.schemes import SCHEMES as QUANT_SCHEMES
+from flatscore.serving_checks import serving_problems
 
 
 def config_problem(config, schema_path):
@@ -44,6 +45,11 @@ if _problem:
 validate(config, schema="../schemas/config.schema.yaml")
 # What the schema cannot see (folders that must exist, outputs that must be writable), before any job
 _problem = next(file_problems(config), None)
+if _problem:
+    raise WorkflowError(_problem)
+# What the configured server cannot load or run (vLLM's CPU build), before any job. A checkpoint
+# named under models.<name>.quantized says nothing of its scheme and is not checked.
+_problem = next(iter(serving_problems(config)), None)
 if _problem:
     raise WorkflowError(_problem)
 
