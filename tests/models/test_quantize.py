@@ -267,7 +267,7 @@ def _check_preset_manifest(m: Manifest, qdir: Path, scheme: str) -> None:
     assert m.kind == "quantized" and m.scheme == scheme and m.method == "rtn"
     assert m.n_calibration == 0 and m.calibration_sha256 is None and m.group_size is None
     assert "AWQModifier" not in m.recipe and m.cpu_pin_memory_workaround is False
-    assert m.compute == SCHEMES[scheme].compute and "emulated" in m.compute
+    assert m.compute == SCHEMES[scheme].compute and "emulated" in m.compute["transformers"]
     assert m.size_bytes_after < m.size_bytes_before
     assert m.weights_sha256 == weights_sha256(qdir) and Manifest.load(qdir).sha == m.sha
 
@@ -326,3 +326,23 @@ def test_quantize_command_makes_fp8_without_calibration(base, tmp_path, capsys):
     assert main(["quantize", "--model", str(base), "--out", str(tmp_path / "q"), "--scheme", "fp8_dynamic"]) == 0
     assert Manifest.load(tmp_path / "q").scheme == "fp8_dynamic"
     assert "fp8_dynamic, rtn" in capsys.readouterr().out
+
+
+def test_fp8_arm_evaluated_in_process_names_its_backend_and_compute(fp8, tmp_path):
+    """The fp8 checkpoint evaluated by ``flatscore episodes`` (transformers in process): the cell
+    records the scheme, backend, dtype and the compute of that runtime (emulated FP8 in float32)."""
+    from flatscore.cli import main
+
+    qdir, _ = fp8
+    out = tmp_path / "cell"
+    argv = ["episodes", "--domain", "retail", "--agent", "llm", "--backend", "transformers", "--model", str(qdir)]
+    argv += ["--precision", "fp8", "--tasks", "first:1", "--trials", "1", "--max-steps", "6"]
+    argv += ["--max-new-tokens", "16", "--max-in-flight", "1", "--no-progress", "--out", str(out)]
+    assert main(argv) == 0
+    cell = json.loads((out / "cell.json").read_text())
+    assert cell["precision"] == "fp8" and cell["arm_scheme"] == "fp8_dynamic" and cell["arm_method"] == "rtn"
+    assert cell["arm_backend"] == "transformers (in process)" and cell["arm_dtype"] == "float32"
+    assert cell["arm_compute"].startswith("weights float8_e4m3fn") and "transformers: " in cell["arm_compute"]
+    assert "emulated" in cell["arm_compute"] and "vllm" not in cell["arm_compute"].lower()
+    assert "arm_scheme" not in cell["identity"]  # descriptive: the manifest sha in the identity covers it
+    assert json.loads((out / "metrics.json").read_text())["n_episodes"] == 1

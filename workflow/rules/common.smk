@@ -277,6 +277,8 @@ def episodes_args(wc, input):
         args.append(f"--base-url-file {input.server}")
     elif BACKEND["serve"]:
         args.append(server_args())
+    if BACKEND["serve"] and not BACKEND["base_url"]:  # recorded per arm: the report names each arm's dtype
+        args.append(f"--serving-dtype {spec['serving']['dtype']}")
     if spec["served_model"]:
         args.append(f"--served-model {spec['served_model']}")
     uri = tracking_uri_arg()

@@ -13,8 +13,8 @@ not depend on tracking or analysis.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -79,6 +79,9 @@ class CellSpec:
     supersede: bool = False
     #: A/A noise floor: 0 is the cell itself; r > 0 reruns it with independent seeds (see replicate_seed)
     replicate: int = 0
+    #: what the arm ran on (``arm_*``: scheme, backend, dtype, compute note; models.arm.describe_arm):
+    #: recorded in cell.json beside the identity, which already covers it (manifest sha, backend settings)
+    arm: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -193,6 +196,7 @@ def _run_locked(
         "n_tasks": len(spec.tasks),
         "agent": spec.agent_kind,
         "backend": spec.backend_kind,
+        **spec.arm,
     }
     cell.pop("tasks")
     cell["task_ids"] = [t.id for t in spec.tasks]

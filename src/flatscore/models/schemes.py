@@ -9,7 +9,8 @@ Two families, because llmcompressor makes them differently:
   time. Their weights are rounded to nearest from a min-max observer, so they need no calibration
   data and no AWQ (these are the schemes vLLM serves fast: W8A8 int8 on its CPU build, FP8 on GPUs).
 
-Each scheme carries a ``compute`` note for the manifest and the report. A quantized checkpoint's
+Each scheme carries a ``compute`` note (storage, and the arithmetic per runtime) for the manifest
+and the report. A quantized checkpoint's
 rounding damage is the same wherever it runs; where its arithmetic happens is not, and a reader
 comparing arms must not take "fp8" to mean FP8 matmuls when the in-process backend dequantized
 the weights. The notes say what was checked on transformers 5.17 / compressed-tensors 0.19 on the
@@ -35,20 +36,30 @@ class Scheme:
     symmetric: bool
     #: whether making it reads calibration data (AWQ); presets are data-free
     calibrated: bool
-    compute: str
+    #: how the checkpoint stores weights (and quantizes activations)
+    stored: str
+    #: what transformers (in process, or ``transformers serve``) computes with it
+    transformers: str
+    #: what vLLM computes with it
+    vllm: str
+
+    @property
+    def compute(self) -> dict[str, str]:
+        """The manifest's ``compute`` note: storage, then the arithmetic per runtime."""
+        return {"stored": self.stored, "transformers": self.transformers, "vllm": self.vllm}
 
 
 _TRANSFORMERS_W_ONLY = (
-    "transformers (in process): dequantized to the load dtype (float32 on the CPU) at the first forward pass, "
-    "activations unquantized, matmul in the load dtype: the weight rounding is real, the low-bit arithmetic is not"
+    "dequantized to the load dtype (float32 on the CPU) at the first forward pass, activations unquantized, "
+    "matmul in the load dtype: the weight rounding is real, the low-bit arithmetic is not"
 )
 
 
 def _transformers_w8a8(act: str) -> str:
     return (
-        "transformers (in process): weights dequantized to the load dtype (float32 on the CPU) at the first forward "
-        f"pass, each Linear's input quantized and dequantized to {act} per token, matmul in the load dtype: the "
-        f"rounding of weights and activations is real, the {act} arithmetic is emulated"
+        "weights dequantized to the load dtype (float32 on the CPU) at the first forward pass, each Linear's "
+        f"input quantized and dequantized to {act} per token, matmul in the load dtype: the rounding of weights "
+        f"and activations is real, the {act} arithmetic is emulated"
     )
 
 
@@ -59,9 +70,9 @@ SCHEMES: dict[str, Scheme] = {
         4,
         False,
         True,
-        "weights int4 (packed, a scale and zero point per group); "
-        + _TRANSFORMERS_W_ONLY
-        + "; vLLM: int4 kernels (its CPU build: in bfloat16 only)",
+        "weights int4 (packed, a scale and zero point per group)",
+        _TRANSFORMERS_W_ONLY,
+        "int4 weight-only kernels (its CPU build: in bfloat16 only)",
     ),
     "w8a16": Scheme(
         "w8a16",
@@ -69,9 +80,9 @@ SCHEMES: dict[str, Scheme] = {
         8,
         True,
         True,
-        "weights int8 (packed, a scale per group); "
-        + _TRANSFORMERS_W_ONLY
-        + "; vLLM: int8 weight-only kernels on GPUs, none in its CPU build",
+        "weights int8 (packed, a scale per group)",
+        _TRANSFORMERS_W_ONLY,
+        "int8 weight-only kernels on GPUs; none in its CPU build",
     ),
     "w8a8": Scheme(
         "w8a8",
@@ -79,9 +90,9 @@ SCHEMES: dict[str, Scheme] = {
         8,
         True,
         False,
-        "weights int8 (a scale per output channel), activations int8 per token (dynamic); "
-        + _transformers_w8a8("int8")
-        + "; vLLM: int8 GEMM kernels (its CPU build included)",
+        "weights int8 (a scale per output channel), activations int8 per token (dynamic)",
+        _transformers_w8a8("int8"),
+        "int8 GEMM kernels (its CPU build included)",
     ),
     "fp8_dynamic": Scheme(
         "fp8_dynamic",
@@ -89,9 +100,9 @@ SCHEMES: dict[str, Scheme] = {
         8,
         True,
         False,
-        "weights float8_e4m3fn (a scale per output channel), activations FP8 per token (dynamic); "
-        + _transformers_w8a8("FP8")
-        + "; vLLM: FP8 GEMM on GPUs of compute capability >= 8.9; its CPU build loads it but runs under 1 token/s",
+        "weights float8_e4m3fn (a scale per output channel), activations FP8 per token (dynamic)",
+        _transformers_w8a8("FP8"),
+        "FP8 GEMM on GPUs of compute capability >= 8.9; its CPU build loads it but runs under 1 token/s",
     ),
 }
 
