@@ -185,6 +185,13 @@ def model_marker(model, precision):
     return expand(rules.quantize.output.manifest, model=model, precision=precision)[0]
 
 
+def calibration_input(wc):
+    """The expert demonstrations AWQ calibrates on; none for a data-free scheme (no job waits for them)."""
+    if not QUANT_SCHEMES[config["quantization"][wc.precision]["scheme"]].calibrated:
+        return []
+    return expand(rules.expert_demos.output.demos, model=wc.model)[0]
+
+
 def model_path(model, precision):
     """Where the model of a precision lives: a named checkpoint, or the folder the workflow made."""
     named = named_checkpoint(model, precision)

@@ -2,17 +2,6 @@
 train-split dialogues), round-to-nearest and data-free for the W8A8 presets (w8a8, fp8_dynamic)."""
 
 
-def quantize_scheme(precision):
-    return config["quantization"][precision]["scheme"]
-
-
-def calibration_input(wc):
-    """The expert demonstrations AWQ calibrates on; none for a data-free scheme (no job waits for them)."""
-    if not QUANT_SCHEMES[quantize_scheme(wc.precision)].calibrated:
-        return []
-    return expand(rules.expert_demos.output.demos, model=wc.model)[0]
-
-
 rule quantize:
     input:
         full=lambda wc: model_marker(wc.model, "full"),
@@ -33,7 +22,7 @@ rule quantize:
     params:
         source=lambda wc: model_path(wc.model, "full"),
         out=lambda wc, output: str(Path(output.manifest).parent),
-        scheme=lambda wc: quantize_scheme(wc.precision),
+        scheme=lambda wc: config["quantization"][wc.precision]["scheme"],
         group_size=lambda wc: config["quantization"][wc.precision]["group_size"],
         calibration=lambda wc, input: f"--calibration {input.calibration} " if input.calibration else "",
         n_calibration=config["quantization"]["n_calibration"],
