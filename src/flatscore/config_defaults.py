@@ -25,7 +25,10 @@ def config_schema() -> dict[str, Any]:
 
 
 def _resolve(node: dict[str, Any]) -> dict[str, Any]:
-    """Follow a local ``$ref`` (``#/$defs/name``) to the definition it names."""
+    """Follow a local ``$ref`` (``#/$defs/name``) to the definition it names, keeping the keys
+    written beside it: ``quantization.int4`` narrows the shared scheme and gives its own default,
+    and validation applies both, so the defaults read here must see both too (a property written
+    beside the ``$ref`` overlays the definition's property of that name)."""
     while "$ref" in node:
         ref = node["$ref"]
         if not ref.startswith("#/"):
@@ -33,7 +36,14 @@ def _resolve(node: dict[str, Any]) -> dict[str, Any]:
         target: Any = config_schema()
         for part in ref[2:].split("/"):
             target = target[part]
-        node = target
+        siblings = {k: v for k, v in node.items() if k != "$ref"}
+        merged = {**target, **siblings}
+        if "properties" in target and "properties" in siblings:
+            merged["properties"] = {
+                name: {**target["properties"].get(name, {}), **siblings["properties"].get(name, {})}
+                for name in {**target["properties"], **siblings["properties"]}
+            }
+        node = merged
     return node
 
 

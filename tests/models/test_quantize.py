@@ -1,4 +1,5 @@
-"""AWQ W4A16 / W8A16 quantization of the tiny demo model with llmcompressor (CPU)."""
+"""Quantization of the tiny demo model with llmcompressor (CPU): AWQ W4A16 / W8A16, and the data-free
+W8A8 presets fp8_dynamic and w8a8 (int8)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import torch
 import yaml
 from safetensors import safe_open
 
+from flatscore.config_defaults import config_schema
 from flatscore.models import Manifest
 from flatscore.models.demo.samples import sample_conversations
 from flatscore.models.demo.train import train_demo_model
@@ -22,6 +24,7 @@ from flatscore.models.quantize import (
     prepare_precision,
     quantize_model,
 )
+from flatscore.models.schemes import PRECISION_SCHEMES, SCHEMES
 
 LINEARS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
@@ -201,3 +204,145 @@ def test_rtn_arm_and_prepare_precision(base, q4, tmp_path):
     assert prepare_precision(base, "fp32", tmp_path / "x") == base
     assert prepare_precision(q4[0], "w4a16", tmp_path / "y") == q4[0]
     assert not (tmp_path / "x").exists() and not (tmp_path / "y").exists()
+
+
+# ----- the data-free W8A8 presets: fp8_dynamic and w8a8 (int8) -----------------------------------
+
+
+@pytest.fixture(scope="module")
+def fp8(base, tmp_path_factory):
+    out = tmp_path_factory.mktemp("fp8")
+    return out, quantize_model(base, out, scheme="fp8_dynamic", num_threads=1)
+
+
+@pytest.fixture(scope="module")
+def w8a8(base, tmp_path_factory):
+    out = tmp_path_factory.mktemp("w8a8")
+    return out, quantize_model(base, out, scheme="w8a8", num_threads=1)
+
+
+def test_preset_recipe_is_data_free_and_refuses_awq():
+    mods = yaml.safe_load(build_recipe("fp8_dynamic", awq=False))["quant_stage"]["quant_modifiers"]
+    assert mods == {"QuantizationModifier": {"ignore": ["lm_head"], "targets": ["Linear"], "scheme": "FP8_DYNAMIC"}}
+    w8 = yaml.safe_load(build_recipe("w8a8", awq=False))["quant_stage"]["quant_modifiers"]
+    assert w8["QuantizationModifier"]["scheme"] == "W8A8"
+    with pytest.raises(ValueError, match="without AWQ"):
+        build_recipe("fp8_dynamic", awq=True)
+
+
+def test_schema_allows_each_precision_its_schemes_only():
+    """The config schema's per-precision enums are PRECISION_SCHEMES, its first is the default, and
+    every scheme the schema knows is one quantize_model can make."""
+    quantization = config_schema()["properties"]["quantization"]["properties"]
+    for precision, allowed in PRECISION_SCHEMES.items():
+        assert tuple(quantization[precision]["properties"]["scheme"]["enum"]) == allowed
+        assert quantization[precision]["properties"]["scheme"]["default"] == allowed[0]
+    assert set(config_schema()["$defs"]["scheme"]["properties"]["scheme"]["enum"]) == set(SCHEMES)
+
+
+def _linear_weights(qdir: Path) -> dict[str, torch.Tensor]:
+    return {k: t for k, t in _tensors(qdir).items() if k.endswith(".weight") and any(n in k for n in LINEARS)}
+
+
+def _check_w8a8_checkpoint(qdir: Path, base: Path, weight_dtype: torch.dtype, act_type: str, fmt: str) -> None:
+    """Every Linear stored in ``weight_dtype`` with a scale per output channel, lm_head untouched, and
+    the config's dynamic per-token activation quantization."""
+    cfg = json.loads((qdir / "config.json").read_text())["quantization_config"]
+    assert cfg["format"] == fmt and cfg["ignore"] == ["lm_head"]
+    [group] = cfg["config_groups"].values()
+    weights, act = group["weights"], group["input_activations"]
+    assert (weights["num_bits"], weights["type"], weights["strategy"]) == (8, act_type, "channel")
+    assert (act["num_bits"], act["type"], act["strategy"], act["dynamic"]) == (8, act_type, "token", True)
+    qt, bt = _tensors(qdir), _tensors(base)
+    weights = _linear_weights(qdir)
+    n_layers = json.loads((base / "config.json").read_text())["num_hidden_layers"]
+    assert len(weights) == n_layers * len(LINEARS)
+    for key, tensor in weights.items():
+        assert tensor.dtype == weight_dtype, key
+        assert qt[key + "_scale"].shape == (tensor.shape[0], 1), key
+    assert qt["lm_head.weight"].dtype == torch.float32 and torch.equal(qt["lm_head.weight"], bt["lm_head.weight"])
+
+
+def _check_preset_manifest(m: Manifest, qdir: Path, scheme: str) -> None:
+    assert m.kind == "quantized" and m.scheme == scheme and m.method == "rtn"
+    assert m.n_calibration == 0 and m.calibration_sha256 is None and m.group_size is None
+    assert "AWQModifier" not in m.recipe and m.cpu_pin_memory_workaround is False
+    assert m.compute == SCHEMES[scheme].compute and "emulated" in m.compute["transformers"]
+    assert m.size_bytes_after < m.size_bytes_before
+    assert m.weights_sha256 == weights_sha256(qdir) and Manifest.load(qdir).sha == m.sha
+
+
+def _check_compute_note(qdir: Path) -> torch.nn.Module:
+    """What the manifest's compute note says transformers does on the CPU, checked: the weights are
+    dequantized to float32 at the first forward pass, and a Linear quantizes-dequantizes its input
+    per token (its output is F.linear of that input, not of the raw one)."""
+    from compressed_tensors.quantization.lifecycle.forward import forward_quantize
+
+    model, tok = load_model(qdir)
+    q_proj = model.model.layers[0].self_attn.q_proj
+    assert q_proj.weight.dtype in (torch.float8_e4m3fn, torch.int8)  # compressed until the first forward
+    with torch.no_grad():
+        model(**tok("hello", return_tensors="pt"))
+        assert q_proj.weight.dtype == torch.float32
+        x = torch.randn(3, q_proj.in_features)
+        x_qdq = forward_quantize(q_proj, x, "input", q_proj.quantization_scheme.input_activations)
+        assert not torch.equal(x_qdq, x)
+        assert torch.equal(q_proj(x), torch.nn.functional.linear(x_qdq, q_proj.weight))
+    return model
+
+
+def test_fp8_dynamic(fp8, base, calibration):
+    qdir, m = fp8
+    _check_w8a8_checkpoint(qdir, base, torch.float8_e4m3fn, "float", "float-quantized")
+    _check_preset_manifest(m, qdir, "fp8_dynamic")
+    _check_compute_note(qdir)
+    conv = calibration[2]
+    _, _, _, lb = _prompt_logits(base, conv)
+    model, tok, enc, lq = _prompt_logits(qdir, conv)
+    assert (lq - lb).abs().max() > 1e-4  # really quantized
+    assert torch.nn.functional.cosine_similarity(lq, lb, dim=-1).mean() > 0.99
+    with torch.no_grad():
+        gen = model.generate(**enc, max_new_tokens=40, do_sample=False)
+    text = tok.decode(gen[0, enc["input_ids"].shape[1] :], skip_special_tokens=True)
+    assert text.startswith("<tool_call>"), text
+
+
+def test_w8a8_int8(w8a8, base, calibration):
+    qdir, m = w8a8
+    _check_w8a8_checkpoint(qdir, base, torch.int8, "int", "int-quantized")
+    _check_preset_manifest(m, qdir, "w8a8")
+    _check_compute_note(qdir)
+    conv = calibration[3]
+    _, _, _, lb = _prompt_logits(base, conv)
+    _, _, _, lq = _prompt_logits(qdir, conv)
+    assert (lq - lb).abs().max() > 1e-4
+    assert torch.nn.functional.cosine_similarity(lq, lb, dim=-1).mean() > 0.99
+
+
+def test_quantize_command_makes_fp8_without_calibration(base, tmp_path, capsys):
+    """The workflow's command: ``--scheme fp8_dynamic`` with no --calibration writes the manifest."""
+    from flatscore.cli import main
+
+    assert main(["quantize", "--model", str(base), "--out", str(tmp_path / "q"), "--scheme", "fp8_dynamic"]) == 0
+    assert Manifest.load(tmp_path / "q").scheme == "fp8_dynamic"
+    assert "fp8_dynamic, rtn" in capsys.readouterr().out
+
+
+def test_fp8_arm_evaluated_in_process_names_its_backend_and_compute(fp8, tmp_path):
+    """The fp8 checkpoint evaluated by ``flatscore episodes`` (transformers in process): the cell
+    records the scheme, backend, dtype and the compute of that runtime (emulated FP8 in float32)."""
+    from flatscore.cli import main
+
+    qdir, _ = fp8
+    out = tmp_path / "cell"
+    argv = ["episodes", "--domain", "retail", "--agent", "llm", "--backend", "transformers", "--model", str(qdir)]
+    argv += ["--precision", "fp8", "--tasks", "first:1", "--trials", "1", "--max-steps", "6"]
+    argv += ["--max-new-tokens", "16", "--max-in-flight", "1", "--no-progress", "--out", str(out)]
+    assert main(argv) == 0
+    cell = json.loads((out / "cell.json").read_text())
+    assert cell["precision"] == "fp8" and cell["arm_scheme"] == "fp8_dynamic" and cell["arm_method"] == "rtn"
+    assert cell["arm_backend"] == "transformers (in process)" and cell["arm_dtype"] == "float32"
+    assert cell["arm_compute"].startswith("weights float8_e4m3fn") and "transformers: " in cell["arm_compute"]
+    assert "emulated" in cell["arm_compute"] and "vllm" not in cell["arm_compute"].lower()
+    assert "arm_scheme" not in cell["identity"]  # descriptive: the manifest sha in the identity covers it
+    assert json.loads((out / "metrics.json").read_text())["n_episodes"] == 1

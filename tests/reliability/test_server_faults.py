@@ -322,6 +322,9 @@ def test_flatscore_episodes_cli_with_openai_backend_and_faults(retail, tmp_path)
     hits = [json.loads(line) for line in log.read_text().splitlines()]
     assert sum(1 for h in hits if h["task"] == ids[3] and h["mode"] == "400") == 3  # 1 + infra_retries
     assert "unscored" in result.stdout
+    cell = json.loads((out / "cell.json").read_text())  # what the arm ran on, named in the cell
+    assert cell["arm_backend"] == "openai (external server)"
+    assert (cell["arm_scheme"], cell["arm_dtype"]) == ("none", "unknown")
     print(
         f"\nFIGURE server faults (CLI): {len(hits)} requests, {sum(h['mode'] != 'ok' for h in hits)} injected faults, "
         f"n_scored {metrics['n_scored']}, n_infrastructure_failures {metrics['n_infrastructure_failures']}"

@@ -17,6 +17,8 @@ from snakemake.utils import validate
 
 from flatscore.config_checks import file_problems
 from flatscore.engine.cell_folder import METRICS_FILE
+from flatscore.models.schemes import SCHEMES as QUANT_SCHEMES
+from flatscore.serving_checks import serving_problems
 
 
 def config_problem(config, schema_path):
@@ -43,6 +45,11 @@ if _problem:
 validate(config, schema="../schemas/config.schema.yaml")
 # What the schema cannot see (folders that must exist, outputs that must be writable), before any job
 _problem = next(file_problems(config), None)
+if _problem:
+    raise WorkflowError(_problem)
+# What the configured server cannot load or run (vLLM's CPU build), before any job. A checkpoint
+# named under models.<name>.quantized says nothing of its scheme and is not checked.
+_problem = next(iter(serving_problems(config)), None)
 if _problem:
     raise WorkflowError(_problem)
 
@@ -74,7 +81,7 @@ MANIFEST_FILE = "flatscore_manifest.json"
 
 
 wildcard_constraints:
-    precision="full|int8|int4",
+    precision="full|int8|int4|fp8",
     repair="on|off",
     budget=r"\d+",
     shard=r"\d+",
@@ -180,6 +187,13 @@ def model_marker(model, precision):
     return expand(rules.quantize.output.manifest, model=model, precision=precision)[0]
 
 
+def calibration_input(wc):
+    """The expert demonstrations AWQ calibrates on; none for a data-free scheme (no job waits for them)."""
+    if not QUANT_SCHEMES[config["quantization"][wc.precision]["scheme"]].calibrated:
+        return []
+    return expand(rules.expert_demos.output.demos, model=wc.model)[0]
+
+
 def model_path(model, precision):
     """Where the model of a precision lives: a named checkpoint, or the folder the workflow made."""
     named = named_checkpoint(model, precision)
@@ -239,7 +253,8 @@ def server_args(model):
         args.append(f"--chat-template {serving['chat_template']}")
     if serving["reasoning_parser"]:
         args.append(f"--reasoning-parser {serving['reasoning_parser']}")
-    max_model_len = serving["max_model_len"] or vllm.get("max_model_len")
+    # a setting left out of backend.vllm has no default of ours: vLLM keeps its own
+    max_model_len = serving["max_model_len"] or (vllm["max_model_len"] if "max_model_len" in vllm else None)
     if max_model_len:
         args.append(f"--vllm-max-model-len {max_model_len}")
     if "gpu_memory_utilization" in vllm:

@@ -37,6 +37,9 @@ from flatscore.engine.records import CHANNELS, HALLUCINATION_CHANNELS
 
 #: Identity of a cell (its result-changing coordinates). ``cell_id`` is the folder name.
 CELL_COLUMNS: tuple[str, ...] = ("cell_id", "cell_hash", "study", "model", "precision", "domain", "budget", "repair")
+#: What each cell's arm ran on (cell.json's ``arm_*`` fields, see flatscore.models.arm): descriptive
+#: columns of the cells frame only, for the report's Arms table. "" where a cell predates them.
+ARM_INFO_COLUMNS: tuple[str, ...] = ("arm_scheme", "arm_backend", "arm_dtype", "arm_compute")
 #: Columns that identify an *arm*: cells sharing them are pooled (e.g. several seeds).
 ARM_KEYS: list[str] = ["study", "model", "domain", "budget", "repair", "precision"]
 REFERENCE_PRECISION = "full"
@@ -78,6 +81,14 @@ def _read_cell_json(cell_dir: Path) -> dict[str, Any]:
     if missing:
         raise CorruptRecordError(path, None, f"missing keys {missing}")
     return meta
+
+
+def _arm_info(meta: dict[str, Any]) -> dict[str, str]:
+    """A cell's ``arm_*`` fields; a cell from before them keeps what its identity says (backend, dtype)."""
+    info = {key: str(meta.get(key) or "") for key in ARM_INFO_COLUMNS}
+    info["arm_backend"] = info["arm_backend"] or str(meta.get("backend") or "")
+    info["arm_dtype"] = info["arm_dtype"] or str(meta.get("dtype") or "")
+    return info
 
 
 def _cat(values: list | np.ndarray) -> pd.Categorical:
@@ -135,12 +146,15 @@ def load_cells(cell_dirs: Iterable[Path | str]) -> StudyData:
                 "replicate": int(meta.get("replicate", 0) or 0),
                 "path": str(d),
                 "n_lines": len(cols["task_id"]),
+                **_arm_info(meta),
             }
         )
         ep_parts.append(cols)
         ev_parts.append(ev)
 
-    cells = pd.DataFrame(metas, columns=[*CELL_COLUMNS, "trials", "seed", "replicate", "path", "n_lines"])
+    cells = pd.DataFrame(
+        metas, columns=[*CELL_COLUMNS, "trials", "seed", "replicate", "path", "n_lines", *ARM_INFO_COLUMNS]
+    )
     n_per_cell = np.array([len(p["task_id"]) for p in ep_parts], dtype=np.int64)
     n_ev_per_cell = np.array([len(p["row"]) for p in ev_parts], dtype=np.int64)
 

@@ -18,7 +18,7 @@ import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
 MAX_PANELS = 12
-PRECISION_ORDER = ["full", "int8", "int4"]
+PRECISION_ORDER = ["full", "int8", "fp8", "int4"]
 
 
 def _order(values) -> list:

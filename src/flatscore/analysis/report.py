@@ -15,7 +15,7 @@ from typing import Iterable
 
 import pandas as pd
 
-from flatscore.analysis import divergence, exact_tests, noise_floor, plots, plots_divergence, stats
+from flatscore.analysis import arms, divergence, exact_tests, noise_floor, plots, plots_divergence, stats
 from flatscore.analysis.load import StudyData, load_cells, split_replicates
 from flatscore.analysis.report_markdown import md_table, render_summary
 from flatscore.analysis.report_markdown_noise import render_noise_sections
@@ -42,6 +42,8 @@ TABLES = (
     "divergence",
     "divergence_summary",
     "divergence_channels",
+    # what each arm ran on (scheme, backend, dtype, compute)
+    "arms",
 )
 
 
@@ -80,6 +82,7 @@ def compute_tables(
     tables["divergence"] = pairs
     tables["divergence_summary"] = divergence.divergence_summary(pairs)
     tables["divergence_channels"] = divergence.divergence_channels(pairs)
+    tables["arms"] = arms.arms_table(all_cells)
     return tables
 
 

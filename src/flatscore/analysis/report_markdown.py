@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from flatscore.analysis.arms import render_arms
 from flatscore.analysis.load import REFERENCE_PRECISION, StudyData
 from flatscore.analysis.story import study_story
 
@@ -69,8 +70,10 @@ def render_summary(
         "",
     ]
 
-    # the answer first, then the plots a reader looks at first, then the tables behind them
+    # the answer first, then what the arms ran on, then the plots a reader looks at first, then the tables behind them
     L += study_story(t, margin)
+    if "arms" in t:
+        L += render_arms(t["arms"])
     L += ["## Figures", ""]
     for k, p in figs.items():
         if p is None:

@@ -77,11 +77,11 @@ class SyntheticStudy:
     seed: int = 0
     base_rates: dict = field(default_factory=lambda: dict(BASE_RATES))
     #: multiplier on invented_tool + other_side_tool per precision
-    hallucination_mult: dict = field(default_factory=lambda: {"full": 1.0, "int8": 1.2, "int4": 2.5})
+    hallucination_mult: dict = field(default_factory=lambda: {"full": 1.0, "int8": 1.2, "fp8": 1.2, "int4": 2.5})
     #: multiplier on the other channels per precision
-    other_mult: dict = field(default_factory=lambda: {"full": 1.0, "int8": 1.0, "int4": 1.3})
+    other_mult: dict = field(default_factory=lambda: {"full": 1.0, "int8": 1.0, "fp8": 1.0, "int4": 1.3})
     #: additive shift of the latent success probability per precision
-    success_shift: dict = field(default_factory=lambda: {"full": 0.0, "int8": 0.0, "int4": 0.0})
+    success_shift: dict = field(default_factory=lambda: {"full": 0.0, "int8": 0.0, "fp8": 0.0, "int4": 0.0})
     repair_hallucination_mult: float = 0.4
     error_penalty: float = 0.03  # latent success prob falls by this per error
     infra_rate: float = 0.01

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -53,7 +54,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     ep.add_argument("--model", default=None, help="model folder (HF layout) or Hugging Face id for --agent llm")
     ep.add_argument("--model-name", default=None, help="name of the model in results (default: --model)")
-    ep.add_argument("--precision", default="full", help="precision label of the model: full, int8, int4")
+    ep.add_argument("--precision", default="full", help="precision label of the model: full, int8, int4, fp8")
     ep.add_argument("--backend", choices=["transformers", "openai"], default="transformers")
     ep.add_argument("--base-url", default=None, help="OpenAI-compatible server URL for --backend openai")
     ep.add_argument("--served-model", default=None, help="model name at the server (default: --model)")
@@ -230,6 +231,32 @@ def _served_model(args: argparse.Namespace, out: Path) -> Any:
     return server
 
 
+def _server_kind(args: argparse.Namespace) -> str | None:
+    """The kind of server the model is reached through: None in process, "external" for --base-url."""
+    if args.backend != "openai":
+        return None
+    if args.serve:
+        return str(args.serve)
+    if args.base_url_file:
+        try:
+            return str(json.loads(Path(args.base_url_file).read_text(encoding="utf-8")).get("kind") or "shared")
+        except (OSError, ValueError):
+            return "shared"
+    return "external"
+
+
+def _arm(args: argparse.Namespace, backends: dict[str, Any]) -> dict[str, Any]:
+    """The cell's ``arm_*`` fields (what the arm ran on); none for the scripted agents."""
+    if args.agent != "llm":
+        return {}
+    from flatscore.models.arm import describe_arm
+
+    loaded = [b.describe().get("dtype") for b in backends.values()]
+    served = (getattr(args, "server_settings", None) or {}).get("server_dtype")  # a server flatscore started
+    dtype = next((str(d) for d in loaded if d), None) or served
+    return describe_arm(args.model, args.precision, args.backend, _server_kind(args), dtype)
+
+
 def _manifest_sha(model_dir: str | None) -> str:
     """The model's manifest hash (part of the cell's identity), or "" for a model without one."""
     if not model_dir:
@@ -293,6 +320,7 @@ def _run_episodes(args: argparse.Namespace, out: Path) -> int:
             supersede=args.supersede,
             replicate=args.replicate,
             server=args.server_settings,
+            arm=_arm(args, backends),
         )
         result = run_cell_folder(
             spec, agent, backends, before_seal=_write_summary, on_superseded=_say_superseded, on_resume=_say_resumed

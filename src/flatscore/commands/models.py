@@ -1,4 +1,4 @@
-"""``demos``, ``train-demo``, ``quantize``: the demo model's data and training, AWQ quantization."""
+"""``demos``, ``train-demo``, ``quantize``: the demo model's data and training, quantization (AWQ, W8A8 presets)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from pathlib import Path
 
 from flatscore.commands.arguments import positive_int
 from flatscore.config_defaults import ANY_KEY, schema_default
+from flatscore.models.schemes import SCHEMES
 
 #: Where the seeds of ``--augment-dbs`` databases start (kept in models.demo.demonstrations, whose
 #: imports are too heavy for ``flatscore --help``; tests/models/test_demos_cli.py checks they agree).
@@ -57,12 +58,24 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.set_defaults(func=cmd_train_demo)
 
-    p = sub.add_parser("quantize", help="AWQ-quantize a model with llmcompressor (compressed-tensors output)")
+    p = sub.add_parser("quantize", help="quantize a model with llmcompressor (compressed-tensors output)")
     p.add_argument("--model", required=True, help="model folder or Hugging Face id")
     p.add_argument("--out", required=True)
-    p.add_argument("--scheme", choices=["w4a16", "w8a16"], default="w4a16")
-    p.add_argument("--group-size", type=int, default=schema_default("quantization", "int4", "group_size"))
-    p.add_argument("--calibration", default=None, help="conversations .jsonl for calibration (default: none)")
+    p.add_argument(
+        "--scheme",
+        choices=sorted(SCHEMES),
+        default=schema_default("quantization", "int4", "scheme"),
+        help="w4a16/w8a16: AWQ weight-only, calibrated; w8a8/fp8_dynamic: W8A8 presets, data-free",
+    )
+    p.add_argument(
+        "--group-size",
+        type=int,
+        default=schema_default("quantization", "int4", "group_size"),
+        help="group size of w4a16/w8a16 (the W8A8 presets scale per channel and ignore it)",
+    )
+    p.add_argument(
+        "--calibration", default=None, help="conversations .jsonl for AWQ calibration (default: none; presets: unread)"
+    )
     p.add_argument("--n-calibration", type=int, default=schema_default("quantization", "n_calibration"))
     p.set_defaults(func=cmd_quantize)
 
@@ -115,7 +128,7 @@ def cmd_quantize(args: argparse.Namespace) -> int:
     from flatscore.models.demo.train import load_conversations
     from flatscore.models.quantize import quantize_model
 
-    calibration = load_conversations(args.calibration) if args.calibration else []
+    calibration = load_conversations(args.calibration) if args.calibration and SCHEMES[args.scheme].calibrated else []
     manifest = quantize_model(
         args.model,
         args.out,
@@ -126,7 +139,7 @@ def cmd_quantize(args: argparse.Namespace) -> int:
     )
     info = manifest.to_dict()
     print(
-        f"quantized {args.model} ({args.scheme}, group {args.group_size}) -> {args.out}: "
+        f"quantized {args.model} ({args.scheme}, {info.get('method')}, group {info.get('group_size')}) -> {args.out}: "
         f"{info.get('size_bytes_before')} -> {info.get('size_bytes_after')} bytes in {info.get('seconds')} s"
     )
     return 0

@@ -13,8 +13,8 @@ not depend on tracking or analysis.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -82,6 +82,9 @@ class CellSpec:
     #: the model's server settings (kind, device, parser, dtype...); None: in process, or a server
     #: flatscore did not start (a --base-url it knows nothing of)
     server: dict[str, Any] | None = None
+    #: what the arm ran on (``arm_*``: scheme, backend, dtype, compute note; models.arm.describe_arm):
+    #: recorded in cell.json beside the identity, which already covers it (manifest sha, backend settings)
+    arm: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -197,6 +200,7 @@ def _run_locked(
         "n_tasks": len(spec.tasks),
         "agent": spec.agent_kind,
         "backend": spec.backend_kind,
+        **spec.arm,
     }
     cell.pop("tasks")
     cell["task_ids"] = [t.id for t in spec.tasks]

@@ -1,4 +1,5 @@
-"""AWQ weight quantization (W4A16 / W8A16) of a model dir or HF id with llmcompressor."""
+"""Quantization of a model dir or HF id with llmcompressor: AWQ (or RTN) weight-only W4A16 / W8A16,
+and the data-free W8A8 presets (int8 ``w8a8``, ``fp8_dynamic``); the schemes are :mod:`.schemes`."""
 
 from __future__ import annotations
 
@@ -14,31 +15,34 @@ import torch
 import yaml
 
 from .manifest import Manifest, dir_size_bytes, sha256_json, weights_sha256
+from .schemes import scheme as scheme_of
 
-SCHEMES: dict[str, dict[str, Any]] = {
-    # 4-bit: asymmetric int4, one scale + zero point per group of `group_size` input channels.
-    "w4a16": {"num_bits": 4, "symmetric": False},
-    # 8-bit: symmetric int8 per group (AWQ supports group/channel strategies at any width).
-    "w8a16": {"num_bits": 8, "symmetric": True},
-}
 FULL_PRECISION = ("fp32", "fp16", "bf16", "full", "none")
 
 
 def build_recipe(
     scheme: str = "w4a16", group_size: int = 32, awq: bool = True, ignore: Sequence[str] = ("lm_head",)
 ) -> str:
-    """The llmcompressor recipe as YAML text: AWQModifier (optional) then QuantizationModifier."""
-    if scheme not in SCHEMES:
-        raise ValueError(f"unknown scheme {scheme!r}; known: {sorted(SCHEMES)}")
-    s = SCHEMES[scheme]
+    """The llmcompressor recipe as YAML text: AWQModifier (optional) then QuantizationModifier.
+
+    A preset scheme (w8a8, fp8_dynamic) names the compressed-tensors preset and takes neither AWQ
+    (its activations are quantized at run time, which AWQ's weight-only smoothing does not
+    model) nor a group size (it scales per output channel).
+    """
+    s = scheme_of(scheme)
+    mods: dict[str, Any] = {}
+    if s.preset is not None:
+        if awq:
+            raise ValueError(f"scheme {scheme}: a preset W8A8 scheme is made without AWQ (awq=False)")
+        mods["QuantizationModifier"] = {"ignore": list(ignore), "targets": ["Linear"], "scheme": s.preset}
+        return yaml.safe_dump({"quant_stage": {"quant_modifiers": mods}}, sort_keys=False)
     weights = {
-        "num_bits": s["num_bits"],
+        "num_bits": s.num_bits,
         "type": "int",
-        "symmetric": s["symmetric"],
+        "symmetric": s.symmetric,
         "strategy": "group",
         "group_size": int(group_size),
     }
-    mods: dict[str, Any] = {}
     if awq:
         mods["AWQModifier"] = {"duo_scaling": True}
     mods["QuantizationModifier"] = {
@@ -113,11 +117,13 @@ def quantize_model(
     dtype: str | torch.dtype | None = None,
     num_threads: int | None = None,
 ) -> Manifest:
-    """Quantize weights with AWQ + QuantizationModifier and save a compressed-tensors dir.
+    """Quantize with llmcompressor and save a compressed-tensors dir; return the manifest written there.
 
-    `calibration`: raw texts, or conversations {"messages", "tools"} rendered through the model's
-    chat template. Linear layers are quantized (lm_head kept). `awq=False` runs plain RTN
-    quantization (QuantizationModifier alone). Returns the manifest written to out_dir.
+    Group schemes (w4a16, w8a16): AWQ + QuantizationModifier, calibrated on `calibration` (raw
+    texts, or conversations {"messages", "tools"} rendered through the model's chat template);
+    `awq=False` runs plain RTN. Preset schemes (w8a8, fp8_dynamic): QuantizationModifier alone,
+    data-free (`calibration` and `group_size` are not read, the manifest says so). Linear layers
+    are quantized, lm_head is kept.
     """
     t0 = time.perf_counter()
     src = str(model_dir_or_hf_id)
@@ -138,7 +144,8 @@ def _quantize(src, out, scheme, group_size, calibration, n_samples, max_seq_len,
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     out.mkdir(parents=True, exist_ok=True)
-    use_awq = True if awq is None else bool(awq)
+    spec = scheme_of(scheme)
+    use_awq = spec.calibrated if awq is None else bool(awq)
     recipe = build_recipe(scheme, group_size, awq=use_awq)
 
     tokenizer = AutoTokenizer.from_pretrained(src)
@@ -150,20 +157,24 @@ def _quantize(src, out, scheme, group_size, calibration, n_samples, max_seq_len,
         dir_size_bytes(src) if _is_local(src) else sum(p.numel() * p.element_size() for p in model.parameters())
     )
 
-    texts = _render_calibration(tokenizer, calibration, n_samples)
-    enc = tokenizer(texts, add_special_tokens=False, truncation=True, max_length=max_seq_len)
-    ds = Dataset.from_dict({"input_ids": enc["input_ids"], "attention_mask": enc["attention_mask"]})
-
-    with cpu_pin_memory_workaround() as patched:
-        oneshot(
-            model=model,
-            tokenizer=tokenizer,
-            dataset=ds,
-            recipe=recipe,
-            num_calibration_samples=len(texts),
-            max_seq_length=max_seq_len,
-            shuffle_calibration_samples=False,
-        )
+    texts: list[str] = []
+    if spec.preset is not None:  # data-free: weights rounded from a min-max observer, activations at run time
+        patched = False  # the workaround is AWQ's (its calibration cache); a data-free pass never pins
+        oneshot(model=model, tokenizer=tokenizer, recipe=recipe)
+    else:
+        texts = _render_calibration(tokenizer, calibration, n_samples)
+        enc = tokenizer(texts, add_special_tokens=False, truncation=True, max_length=max_seq_len)
+        ds = Dataset.from_dict({"input_ids": enc["input_ids"], "attention_mask": enc["attention_mask"]})
+        with cpu_pin_memory_workaround() as patched:
+            oneshot(
+                model=model,
+                tokenizer=tokenizer,
+                dataset=ds,
+                recipe=recipe,
+                num_calibration_samples=len(texts),
+                max_seq_length=max_seq_len,
+                shuffle_calibration_samples=False,
+            )
     model.save_pretrained(out, save_compressed=True)
     tokenizer.save_pretrained(out)
 
@@ -173,14 +184,15 @@ def _quantize(src, out, scheme, group_size, calibration, n_samples, max_seq_len,
         kind="quantized",
         scheme=scheme,
         method="awq" if use_awq else "rtn",
+        compute=spec.compute,
         recipe=recipe,
-        group_size=group_size,
+        group_size=group_size if spec.preset is None else None,
         base_model=src if not _is_local(src) else str(Path(src).resolve()),
         base_manifest_sha=base_manifest.sha if base_manifest else None,
         base_weights_sha256=base_manifest.weights_sha256 if base_manifest else None,
-        calibration_sha256=sha256_json(texts),
+        calibration_sha256=sha256_json(texts) if texts else None,
         n_calibration=len(texts),
-        max_seq_len=max_seq_len,
+        max_seq_len=max_seq_len if texts else None,
         format=qcfg.get("format"),
         quant_method=qcfg.get("quant_method"),
         size_bytes_before=int(size_before),

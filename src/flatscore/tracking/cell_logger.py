@@ -66,6 +66,9 @@ ARTIFACT_DIR = "cell"
 TRACE_MAX_EPISODES = 200
 #: cell.json fields also set as plain tags (for the UI's run table).
 _TAGGED_FIELDS = ("model", "precision", "domain", "budget", "repair", "agent", "backend")
+#: What each arm ran on (flatscore.models.arm), tagged too: arms that differ in backend or dtype
+#: show in the run table beside their precision.
+_TAGGED_FIELDS += ("arm_scheme", "arm_backend", "arm_dtype")
 
 
 # --------------------------------------------------------------------------------------------
