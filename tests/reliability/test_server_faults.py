@@ -172,7 +172,12 @@ def _start(tmp_path: Path, script: dict, faults: list[dict]) -> tuple[ManagedSer
     return ManagedServer(cmd, log_path=tmp_path / "server.log", startup_timeout_s=60, stop_grace_s=2), log
 
 
-def _check_outcomes(records: list[dict], expert: dict, always_failing: set[str]) -> None:
+def _check_outcomes(records: list[dict], expert: dict, always_failing: set[str], text_tasks: set[str]) -> None:
+    """Tasks in ``text_tasks`` got their calls as Hermes text with no ``tool_calls``, as from a
+    server whose tool-call parser missed them: each such call is a ``server_missed_call``, never
+    counted, and the model made no error."""
+    from flatscore.engine.records import MODEL_CHANNELS
+
     by_task = Counter(r["task_id"] for r in records)
     assert all(n == 1 for n in by_task.values()) and set(by_task) == set(expert), "an episode dropped or doubled"
     for r in records:
@@ -184,7 +189,9 @@ def _check_outcomes(records: list[dict], expert: dict, always_failing: set[str])
             ref = expert[r["task_id"]]
             assert r["termination"] == ref.termination and r["scored"] is True, (r["task_id"], r["termination"])
             assert r["reward"] == ref.reward == 1.0, r["task_id"]
-            assert not any(r["channels"].values()), r["channels"]
+            assert not any(r["channels"][c] for c in MODEL_CHANNELS), r["channels"]
+            missed = r["agent_tool_calls"] if r["task_id"] in text_tasks else 0
+            assert r["channels"]["server_missed_call"] == missed and r["errors_counted"] == 0, r["channels"]
 
 
 def test_cell_through_openai_backend_with_injected_faults(retail, tmp_path):
@@ -199,7 +206,8 @@ def test_cell_through_openai_backend_with_injected_faults(retail, tmp_path):
     _, domain = retail
     tasks = domain.tasks("test")[:N_TASKS]
     ids = [t.id for t in tasks]
-    script, expert = _expert_script(domain, tasks, 0, hermes_text_for=set(ids[::2]))
+    text_tasks = set(ids[::2])
+    script, expert = _expert_script(domain, tasks, 0, hermes_text_for=text_tasks)
     faults = [
         {"task": ids[0], "turn": 1, "mode": "500", "times": 1},  # absorbed by the backend's retry
         {"task": ids[1], "turn": 2, "mode": "badjson", "times": 3},  # 3 bad bodies: episode fails once, rerun ok
@@ -241,7 +249,7 @@ def test_cell_through_openai_backend_with_injected_faults(retail, tmp_path):
             backend.close()
     elapsed = time.time() - t0
     records = list(store.records())
-    _check_outcomes(records, expert, always_failing={ids[3], ids[4]})
+    _check_outcomes(records, expert, always_failing={ids[3], ids[4]}, text_tasks=text_tasks)
 
     hits = [json.loads(line) for line in log.read_text().splitlines()]
     per_rid = Counter(h["rid"] for h in hits)
@@ -271,7 +279,8 @@ def test_flatscore_episodes_cli_with_openai_backend_and_faults(retail, tmp_path)
     data, domain = retail
     tasks = domain.tasks("test")[:4]
     ids = [t.id for t in tasks]
-    script, expert = _expert_script(domain, tasks, 3, hermes_text_for={ids[1]})
+    text_tasks = {ids[1]}
+    script, expert = _expert_script(domain, tasks, 3, hermes_text_for=text_tasks)
     faults = [
         {"task": ids[0], "turn": 1, "mode": "500", "times": 2},  # two 500s, backend retries (0.5 s, 1 s)
         {"task": ids[2], "turn": 2, "mode": "400", "times": 1},  # 400 once: episode fails, run_cell reruns it
@@ -315,7 +324,7 @@ def test_flatscore_episodes_cli_with_openai_backend_and_faults(retail, tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "Traceback" not in result.stderr
     records = [json.loads(line) for line in (out / "episodes.jsonl").read_text().splitlines()]
-    _check_outcomes(records, expert, always_failing={ids[3]})
+    _check_outcomes(records, expert, always_failing={ids[3]}, text_tasks=text_tasks)
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["n_episodes"] == 4 and metrics["n_infrastructure_failures"] == 1 and metrics["n_scored"] == 3
     assert metrics["success_rate"] == 1.0

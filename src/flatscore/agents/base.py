@@ -49,6 +49,14 @@ class TurnOutput:
     raw: str | None = None
     stop: bool = False
     usage: dict[str, float] = field(default_factory=dict)
+    #: The channel a malformed turn is recorded in: the model's (``malformed_call``), or the
+    #: server's (``server_bad_answer``) where the server's answer itself could not be read.
+    malformed_channel: str = "malformed_call"
+    #: The server's answer as received (server backends only): kept in the turn's log entry.
+    server: dict[str, Any] | None = None
+    #: What the server's tool-call parsing got wrong in this turn, as (channel, tool, detail):
+    #: recorded by the engine, never counted toward the budget (they are not the model's errors).
+    server_events: list[tuple[str, str, str]] = field(default_factory=list)
 
 
 @dataclass

@@ -2,8 +2,10 @@
 
 Each turn yields exactly one :class:`ModelRequest` (``seed=view.seed``,
 ``cache_key=f"{episode_id}:agent"``, ``tools=[spec.openai_schema() ...]``) and parses the
-answer: the server's ``tool_calls`` when it sent any (vLLM ``--tool-call-parser hermes``),
-otherwise the Hermes ``<tool_call>`` blocks in the text (:mod:`.toolcall_parser`).
+answer: a server's answer as it arrived (:mod:`.server_answer`: its ``tool_calls`` when it sent
+any, vLLM ``--tool-call-parser hermes``, else the Hermes ``<tool_call>`` blocks of its content,
+with what the server's parsing missed or got off the format), an in-process model's text with
+:mod:`.toolcall_parser`.
 
 Two prompt styles (:meth:`LLMAgent.system_message`):
 
@@ -24,6 +26,7 @@ from typing import Any
 from ..backends.base import InfrastructureError, ModelRequest
 from ..domains.toolkit import ToolSpec
 from .base import Agent, AgentView, Turn, TurnOutput
+from .server_answer import parse_server_answer
 from .toolcall_parser import parse_hermes, parse_openai
 from .user_requests import REQUEST_PREFIX
 
@@ -108,10 +111,13 @@ class LLMAgent(Agent):
         response = yield self.request(view)
         if response.error:
             raise InfrastructureError(f"model request failed: {response.error}")
-        if self.use_server_tool_calls and response.tool_calls:
+        if self.use_server_tool_calls and response.server is not None:
+            out = parse_server_answer(response.server, turn=view.turn, tools_offered=bool(view.tools))
+        elif self.use_server_tool_calls and response.tool_calls:
             out = parse_openai(response.text, response.tool_calls, turn=view.turn)
         else:
             out = parse_hermes(response.text, turn=view.turn)
+            out.server = response.server
         out.usage = usage_of(response)
         return out
 

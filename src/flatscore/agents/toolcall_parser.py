@@ -62,8 +62,14 @@ def _short(reason: str) -> str:
     return reason if len(reason) <= MAX_REASON else reason[: MAX_REASON - 3] + "..."
 
 
-def _parse_arguments(args: Any) -> tuple[dict[str, Any] | None, str | None]:
-    """Arguments as a dict, or (None, reason)."""
+def _parse_arguments(args: Any, unwrap: bool = True) -> tuple[dict[str, Any] | None, str | None]:
+    """Arguments as a dict, or (None, reason).
+
+    A JSON text that decodes to a *string* is decoded once more (``unwrap``): a model that
+    double-encodes ``"arguments": "{...}"`` reaches us so through a server (vLLM's hermes parser
+    ``json.dumps`` the string again), and the same model output must mean the same call whether
+    the server or this parser reads it.
+    """
     if args is None:
         return {}, None
     if isinstance(args, dict):
@@ -77,6 +83,8 @@ def _parse_arguments(args: Any) -> tuple[dict[str, Any] | None, str | None]:
             return None, f"arguments string is not JSON: {exc}"
         if isinstance(decoded, dict):
             return decoded, None
+        if unwrap and isinstance(decoded, str):
+            return _parse_arguments(decoded, unwrap=False)
         return None, f"arguments must be a JSON object, got {type(decoded).__name__}"
     return None, f"arguments must be a JSON object, got {type(args).__name__}"
 

@@ -26,6 +26,7 @@ from flatscore.analysis.tasks import (
     iter_pairs,
     task_table,
 )
+from flatscore.engine.records import SERVER_CHANNELS
 
 
 # ---------------------------------------------------------------------------------- amplification
@@ -41,7 +42,8 @@ def amplification_table(
     ``ratio_per_call`` = (quantized errors / calls) / (full errors / calls), pooled over tasks;
     ``ratio_per_task`` = mean over tasks of the quantized per-episode rate / same for full.
     Calls are agent tool calls, user tool calls for ``user_tool_error``, both for ``all_errors``
-    (every recorded error, counted toward the budget or not). CIs: one paired bootstrap over
+    (every recorded error of the model, counted toward the budget or not; the server's channels,
+    ``SERVER_CHANNELS``, get their own rows but are not in it). CIs: one paired bootstrap over
     tasks (both arms resampled together) for all channels at once.
 
     No ratio where it would compare nothing: ``bound`` is ``floor`` where both arms solve no task
@@ -50,7 +52,8 @@ def amplification_table(
     within the budget are exactly the damage a flat score hides.
     """
     tasks = task_table(episodes) if tasks is None else tasks
-    base = [c for c in channel_columns(episodes) if c != "hallucinated_tool"]
+    # the model's errors only: a server's parser misses are not summed with them (own rows still)
+    base = [c for c in channel_columns(episodes) if c != "hallucinated_tool" and c not in SERVER_CHANNELS]
     channels = channel_columns(episodes) + ["all_errors"]
     rows = []
     for grp, prec, ref, tr in iter_pairs(tasks, CMP_KEYS, "precision", REFERENCE_PRECISION):
@@ -147,7 +150,8 @@ def stability_table(
     negative even for two draws of one process. A *novel* event is a quantized-arm event at a
     (task, tool, channel) key the full arm of the same (study, model, domain, budget, repair)
     never produced (note: with few trials per task, sampling alone makes some events novel).
-    Scope ``all`` uses every channel, ``hallucinated_tool`` only invented_tool + other_side_tool.
+    Scope ``all`` uses every channel of the model's (not the server's), ``hallucinated_tool`` only
+    invented_tool + other_side_tool.
     Scored episodes of paired tasks only.
     """
     cols = [
@@ -170,6 +174,7 @@ def stability_table(
     if len(error_events) == 0:
         return pd.DataFrame(columns=cols)
     ev = error_events[episodes["scored"].to_numpy()[error_events["episode_row"].to_numpy()]]
+    ev = ev[~ev["channel"].astype(str).isin(SERVER_CHANNELS)]  # where the model errs, not the server
     keys = ARM_KEYS + ["task_id", "tool", "channel"]
     cnt = ev.groupby(keys, observed=True).size().rename("count").reset_index()
     # integer codes, sorted like the strings: grids and keys are built from them, not from text

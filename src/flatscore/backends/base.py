@@ -59,6 +59,10 @@ class ModelResponse:
     prefill_tokens: int = 0
     seconds: float = 0.0
     error: str | None = None
+    #: A server's answer as it arrived, before any parsing: ``content`` and ``tool_calls`` (each
+    #: only if the message had the key) and the choice's ``finish_reason``. Kept in the episode
+    #: log so a turn can be re-parsed offline; None for in-process backends (they keep ``text``).
+    server: dict[str, Any] | None = None
 
 
 class Backend(ABC):

@@ -8,8 +8,11 @@ wire at once (a thread pool over one pooled ``httpx.Client``), answers come back
 
 The answer keeps ``choices[0].message.content`` as ``text`` and the server's parsed
 ``tool_calls`` (e.g. vLLM ``--tool-call-parser hermes``) as ``tool_calls``, so the agent can
-use them or parse the text itself; ``usage`` fills the token counts (``prefill_tokens`` =
-prompt tokens minus ``usage.prompt_tokens_details.cached_tokens`` when the server reports it).
+use them or parse the text itself; ``server`` keeps the message's ``content`` and
+``tool_calls`` exactly as received plus ``finish_reason`` (:func:`server_answer`), so the agent
+can tell a server parser's misses and off-format answers apart and the log can be re-parsed
+offline; ``usage`` fills the token counts (``prefill_tokens`` = prompt tokens minus
+``usage.prompt_tokens_details.cached_tokens`` when the server reports it).
 
 Failures: connection errors, timeouts, HTTP 5xx / 429 and unusable bodies (not JSON, no
 ``choices``) are retried with exponential backoff (``backoff_s * 2**attempt``, at most
@@ -60,6 +63,16 @@ def _body_excerpt(r: httpx.Response, limit: int) -> str:
     cut in half would no longer match the environment's value). Why: error pages may echo the
     request headers, ``Authorization: Bearer <key>`` included, and these texts reach the episodes."""
     return redact(r.text[: limit * 20])[:limit]
+
+
+def server_answer(message: dict[str, Any], choice: Any) -> dict[str, Any]:
+    """What the server answered, verbatim and compact: ``content`` and ``tool_calls`` only where the
+    message has the key (vLLM leaves ``tool_calls`` out when there are none), and ``finish_reason``
+    (``length`` tells a call cut by ``max_tokens`` from a model's format error). Why verbatim: the
+    agent's parsing may change; the answer is the evidence."""
+    out = {k: message[k] for k in ("content", "tool_calls") if k in message}
+    out["finish_reason"] = choice.get("finish_reason") if isinstance(choice, dict) else None
+    return out
 
 
 class OpenAIBackend(Backend):
@@ -159,7 +172,8 @@ class OpenAIBackend(Backend):
             raise InfrastructureError(f"{self.base_url}: HTTP {r.status_code} (not retried): {_body_excerpt(r, 500)}")
         try:
             data = r.json()
-            message = data["choices"][0]["message"]
+            choice = data["choices"][0]
+            message = choice["message"]
             if not isinstance(message, dict):
                 raise TypeError("message is not an object")
         except (ValueError, KeyError, IndexError, TypeError) as exc:
@@ -182,6 +196,7 @@ class OpenAIBackend(Backend):
             completion_tokens=int(usage.get("completion_tokens") or 0),
             prefill_tokens=max(0, prompt - cached),
             seconds=time.perf_counter() - t0,
+            server=server_answer(message, choice),
         )
 
     def _call(self, request: ModelRequest) -> ModelResponse:
@@ -262,4 +277,4 @@ class OpenAIBackend(Backend):
         }
 
 
-__all__ = ["OpenAIBackend"]
+__all__ = ["OpenAIBackend", "server_answer"]

@@ -13,6 +13,13 @@ What counts toward the error budget K (``max_errors``), exactly:
   the episode and drops it from the score; ``tau2_compat=True`` reproduces that: the episode
   ends as ``malformed_dropped``, is marked unscored and counted beside the score.
 
+Never counted: the inference server's failures (``server_missed_call``: its tool-call parser left
+a well-formed call in ``content``, which flatscore parses and runs; ``server_bad_answer``: its
+answer is off the OpenAI format, see :mod:`flatscore.agents.server_answer`), and
+``invented_user_action``. In ``tau2_compat`` a server answer without ``tool_calls`` is what tau2
+makes of it: its content is the agent's message to the user, whatever calls it spells (tau2 never
+parses content); a server answer that cannot be read ends the episode as ``malformed_dropped``.
+
 Channel counts are recorded whatever K is. The loop is a generator: it yields the model
 requests of the agent/user and is resumed with the responses, so a driver can batch the
 requests of many episodes.
@@ -298,18 +305,46 @@ class Episode:
             self.termination = self.termination or Termination.USER_STOP
         return "agent"
 
+    def _tau2_reads_as_text(self, out: TurnOutput) -> TurnOutput:
+        """tau2_compat: a server answer without ``tool_calls`` is a message to tau2 (it never parses
+        content), so a call left in content is not run and a malformed one is no error; both are
+        still recorded, uncounted."""
+        server = out.server
+        if server is None or server.get("tool_calls") or not (out.tool_calls or out.malformed is not None):
+            return out
+        if out.malformed is not None and out.malformed_channel != Channel.MALFORMED_CALL.value:
+            return out
+        if out.malformed is not None:
+            detail = f"{out.malformed} (tau2 reads the answer as a message)"
+            out.server_events.append((Channel.MALFORMED_CALL.value, "", detail))
+        content = server.get("content")
+        text = content if isinstance(content, str) else (out.raw or "")
+        return TurnOutput(
+            content=text.strip(), raw=out.raw, stop=out.stop, server=server, server_events=out.server_events
+        )
+
+    def _record_server_events(self, out: TurnOutput) -> None:
+        """What the server's parsing got wrong this turn: recorded at the turn's entry, never counted."""
+        for channel, tool, detail in out.server_events:
+            self._record_error(Channel(channel), "assistant", tool, detail, counted=False)
+
     def _handle_agent(self, out: TurnOutput) -> str:
+        if self.settings.tau2_compat:
+            out = self._tau2_reads_as_text(out)
+        self._record_server_events(out)
+        kept: dict[str, Any] = {"server": out.server} if out.server is not None else {}
+        if out.server_events:
+            kept["server_channels"] = sorted({channel for channel, _, _ in out.server_events})
         if out.malformed is not None:
             raw = out.raw or ""
-            entry = {"role": "assistant", "content": raw, "parse_error": out.malformed}
+            channel = Channel(out.malformed_channel)
+            entry = {"role": "assistant", "content": raw, "parse_error": out.malformed, **kept}
             if self.settings.tau2_compat:  # the raw output is the error itself: nothing follows it
-                entry.update(error=True, channel=Channel.MALFORMED_CALL.value)
+                entry.update(error=True, channel=channel.value)
             self._log(entry)
             if self.settings.tau2_compat:
-                self.channels[Channel.MALFORMED_CALL.value] += 1
-                self.events.append(
-                    ErrorEvent(self.steps, Channel.MALFORMED_CALL.value, "assistant", "", out.malformed, False)
-                )
+                self.channels[channel.value] += 1
+                self.events.append(ErrorEvent(self.steps, channel.value, "assistant", "", out.malformed, False))
                 self.termination = Termination.MALFORMED_DROPPED
                 return "agent"
             feedback = f"Error: your tool call could not be parsed ({out.malformed}). Emit a valid tool call."
@@ -321,17 +356,18 @@ class Episode:
                     "side": "assistant",
                     "content": feedback,
                     "error": True,
-                    "channel": Channel.MALFORMED_CALL.value,
+                    "channel": channel.value,
                 }
             )
-            self._record_error(
-                Channel.MALFORMED_CALL, "assistant", "", out.malformed, counted=self.settings.count_malformed
-            )
+            counted = self.settings.count_malformed and channel == Channel.MALFORMED_CALL
+            self._record_error(channel, "assistant", "", out.malformed, counted=counted)
             return "agent"
         if out.tool_calls:
             calls = [c.to_openai() for c in out.tool_calls]
             self.agent_history.append({"role": "assistant", "content": out.content or "", "tool_calls": calls})
-            self._log({"role": "assistant", "content": out.content, "tool_calls": calls, "raw": out.raw})
+            # a server's answer replaces ``raw`` (its text and calls as parsed): it holds them verbatim
+            said = kept or {"raw": out.raw}
+            self._log({"role": "assistant", "content": out.content, "tool_calls": calls, **said})
             for call in out.tool_calls:
                 entry = self._execute("assistant", call)
                 self.agent_history.append({k: entry[k] for k in ("role", "tool_call_id", "name", "content")})
@@ -342,7 +378,7 @@ class Episode:
         text = out.content or ""
         self.agent_history.append({"role": "assistant", "content": text})
         self.user_history.append({"role": "user", "content": text})
-        entry: dict[str, Any] = {"role": "assistant", "content": text}
+        entry: dict[str, Any] = {"role": "assistant", "content": text, **kept}
         invented = self._invented_user_actions(text)
         if invented:
             entry.update(error=True, channel=Channel.INVENTED_USER_ACTION.value, invented_actions=invented)

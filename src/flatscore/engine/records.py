@@ -19,7 +19,12 @@ SCHEMA_VERSION = 1
 
 
 class Channel(str, Enum):
-    """Exactly one channel per error. ``hallucinated_tool`` = invented_tool + other_side_tool."""
+    """Exactly one channel per error. ``hallucinated_tool`` = invented_tool + other_side_tool.
+
+    The last two are the inference server's failures, not the model's (:data:`SERVER_CHANNELS`):
+    recorded and reported beside the model's errors, never counted toward the budget, and left
+    out of every sum of the model's errors in the analysis.
+    """
 
     INVENTED_TOOL = "invented_tool"  # the name exists nowhere in the domain
     OTHER_SIDE_TOOL = "other_side_tool"  # the name is the other party's tool (telecom user tools)
@@ -30,10 +35,21 @@ class Channel(str, Enum):
     #: Dual control: the agent asks the user to run a phone action that does not exist. No tool
     #: call fails, so tau2 never sees it and it does not count toward K; the demo model showed it.
     INVENTED_USER_ACTION = "invented_user_action"
+    #: A server's tool-call parser left a well-formed call in ``content`` (no ``tool_calls``):
+    #: flatscore parsed and ran it (agents/server_answer.py). The server's miss: not counted.
+    SERVER_MISSED_CALL = "server_missed_call"
+    #: A server's answer off the OpenAI format (``tool_calls`` not a list, a call without
+    #: ``function.name``, ``arguments`` not a JSON string...): read where it can be, else the turn
+    #: is malformed in this channel. The server's fault: not counted.
+    SERVER_BAD_ANSWER = "server_bad_answer"
 
 
 CHANNELS: tuple[str, ...] = tuple(c.value for c in Channel)
 HALLUCINATION_CHANNELS: tuple[str, ...] = (Channel.INVENTED_TOOL.value, Channel.OTHER_SIDE_TOOL.value)
+#: The inference server's failures (never counted toward K, never summed with the model's errors).
+SERVER_CHANNELS: tuple[str, ...] = (Channel.SERVER_MISSED_CALL.value, Channel.SERVER_BAD_ANSWER.value)
+#: The model's own error channels: every channel but the server's.
+MODEL_CHANNELS: tuple[str, ...] = tuple(c for c in CHANNELS if c not in SERVER_CHANNELS)
 
 
 class Termination(str, Enum):
@@ -134,12 +150,26 @@ def canonical_without_timing(record: dict[str, Any]) -> str:
     Dropped: wall-clock ``timing``, and ``usage.prefill_tokens``, the prompt tokens the backend
     actually ran; it depends on what the backend had cached (a conversation's own earlier
     turns, a system prompt lent by another episode), i.e. on scheduling, not on the episode.
+    Also dropped: the ids of the calls in a server's verbatim answer (``messages[*].server``):
+    vLLM draws them at random (``chatcmpl-tool-<random>``); flatscore's own call ids are kept.
     """
     stripped = {k: v for k, v in record.items() if k != "timing"}
     usage = stripped.get("usage")
     if isinstance(usage, dict) and "prefill_tokens" in usage:
         stripped["usage"] = {k: v for k, v in usage.items() if k != "prefill_tokens"}
+    messages = stripped.get("messages")
+    if isinstance(messages, list) and any(isinstance(m, dict) and "server" in m for m in messages):
+        stripped["messages"] = [_without_server_call_ids(m) for m in messages]
     return json.dumps(stripped, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+
+
+def _without_server_call_ids(message: Any) -> Any:
+    server = message.get("server") if isinstance(message, dict) else None
+    calls = server.get("tool_calls") if isinstance(server, dict) else None
+    if not isinstance(calls, list):
+        return message
+    calls = [{k: v for k, v in c.items() if k != "id"} if isinstance(c, dict) else c for c in calls]
+    return {**message, "server": {**server, "tool_calls": calls}}
 
 
 def empty_channel_counts() -> dict[str, int]:
