@@ -107,6 +107,26 @@ def test_every_cell_ran_against_the_vllm_cpu_server(vllm_study):
     assert "CPUWNA16" in log or "compressed-tensors" in log.lower(), "the int4 arm was not served as int4"
 
 
+def test_tool_calls_came_back_through_the_servers_parser(vllm_study):
+    """Each agent turn keeps the server's answer as sent: calls in ``tool_calls``, parsed by
+    vLLM's hermes parser, not by flatscore (which only reads ``content`` where the server missed)."""
+    parsed = missed = turns = 0
+    for cell in _cells(vllm_study):
+        for line in (cell / "episodes.jsonl").read_text().splitlines():
+            for message in json.loads(line)["messages"]:
+                answer = message.get("server")
+                if message["role"] != "assistant" or answer is None:
+                    continue
+                turns += 1
+                parsed += bool(answer.get("tool_calls"))
+                missed += "server_missed_call" in (message.get("server_channels") or [])
+    print(
+        f"\nFIGURE vLLM study: {turns} agent turns from the server, {parsed} with tool_calls from its parser, "
+        f"{missed} calls its parser missed"
+    )
+    assert turns > 0 and parsed > 0
+
+
 def test_every_cell_is_logged_once(vllm_study):
     import mlflow
 
