@@ -116,7 +116,13 @@ ALLOWED_IMPORTS = {
     "commands": {"domains", "backends", "agents", "engine", "models", "tracking", "analysis"},
     "cli": {"commands"},
 }
-TOP_LEVEL = {"flatscore", "flatscore.atomic_write", "flatscore.config_defaults", "flatscore.redact"}
+TOP_LEVEL = {
+    "flatscore",
+    "flatscore.atomic_write",
+    "flatscore.config_defaults",
+    "flatscore.gguf_header",
+    "flatscore.redact",
+}
 
 
 def _room(module: str) -> str:

@@ -14,6 +14,14 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from flatscore.gguf_header import (
+    CHAT_TEMPLATE_KEY,
+    GGUFHeaderError,
+    file_sha256,
+    has_tool_template,
+    metadata_string,
+)
+
 #: Files a tau2-bench domain folder must hold for flatscore to load it.
 DOMAIN_FILES = ("tasks.json",)
 
@@ -57,6 +65,35 @@ def file_problems(config: Mapping[str, Any]) -> Iterator[str]:
                     f"config: models.{name}.{field}: {folder} holds no config.json "
                     "(expected a Hugging Face model folder, or an id such as org/name)"
                 )
+        if spec.get("kind") == "hf" and spec.get("gguf"):
+            yield from gguf_problems(name, spec)
     results = Path(os.path.expanduser(str(config.get("results", "results"))))
     if not _writable(results):
         yield f"config: results: {results} cannot be written (expected a folder this user may create or write)"
+
+
+def gguf_problems(name: str, spec: Mapping[str, Any]) -> Iterator[str]:
+    """A GGUF model the conversion would refuse, found before any job: the file is missing, is not
+    the one ``gguf_sha256`` names, or its chat template renders no tools.
+
+    The checksum is computed on every parse, not cached: 1-2 s for the 491 MB Qwen file, and a
+    cache would be a file written by a dry run. The template is read from the header alone.
+    """
+    field = f"config: models.{name}.gguf"
+    path = Path(os.path.expanduser(str(spec["gguf"])))
+    if not path.is_file():
+        yield f"{field}: {path} is not a file (expected a GGUF model file; the Qwen one: python scripts/assemble_qwen_gguf.py)"
+        return
+    expected = spec.get("gguf_sha256")
+    if expected:
+        actual = file_sha256(path)
+        if actual != expected:
+            yield f"{field}: {path} has sha256 {actual}, not gguf_sha256 {expected} (expected the file it names)"
+            return
+    try:
+        template = metadata_string(path, CHAT_TEMPLATE_KEY)
+    except (GGUFHeaderError, UnicodeDecodeError) as exc:
+        yield f"{field}: {path} cannot be read as GGUF: {exc}"
+        return
+    if not has_tool_template(template):
+        yield f"{field}: {path} has a chat template that renders no tools (expected a tool-calling instruct model)"

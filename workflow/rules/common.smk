@@ -9,6 +9,7 @@ Every path is written once, as the output of the rule that makes it; a later sta
 
 import itertools
 import json
+import re
 import shlex
 from pathlib import Path
 
@@ -171,17 +172,32 @@ def model_spec(model):
 
 def named_checkpoint(model, precision):
     """The checkpoint the config names for a model's precision (an hf model's id for full, an entry of
-    its ``quantized`` otherwise), or None: the workflow builds that model."""
+    its ``quantized`` otherwise), or None: the workflow builds that model (a GGUF file is converted)."""
     spec = model_spec(model)
     if precision == "full":
-        return spec["id"] if spec["kind"] == "hf" else None
+        return spec["id"] if spec["kind"] == "hf" and "id" in spec else None
     return spec["quantized"][precision] if precision in spec["quantized"] else None
 
 
+def models_matching(predicate):
+    """A wildcard regex of the model names whose spec satisfies ``predicate`` (one that matches no
+    name where there is none): train_demo and import_gguf write the same ``full`` path, each for its own models."""
+    names = [re.escape(m) for m, spec in config["models"].items() if predicate(spec)]
+    return "|".join(names) if names else "(?!)"
+
+
+#: The models whose full precision the import_gguf rule converts from a GGUF file.
+GGUF_MODELS = models_matching(lambda spec: spec["kind"] == "hf" and "gguf" in spec)
+#: The models the train_demo rule trains.
+DEMO_MODELS = models_matching(lambda spec: spec["kind"] == "demo")
+
+
 def model_marker(model, precision):
-    """The manifest a model rule leaves (train_demo, quantize); none for a named checkpoint."""
+    """The manifest a model rule leaves (train_demo, import_gguf, quantize); none for a named checkpoint."""
     if named_checkpoint(model, precision) is not None:
         return []
+    if precision == "full" and "gguf" in model_spec(model):
+        return expand(rules.import_gguf.output.manifest, model=model)[0]
     if precision == "full":
         return expand(rules.train_demo.output.manifest, model=model)[0]
     return expand(rules.quantize.output.manifest, model=model, precision=precision)[0]

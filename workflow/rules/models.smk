@@ -1,4 +1,5 @@
-"""Domains and the demo model: generate data, record expert demonstrations, train."""
+"""Domains and the full-precision models: generate data, record expert demonstrations, train the
+demo model, convert a GGUF file into a Hugging Face folder."""
 
 
 rule generate_domain:
@@ -47,6 +48,8 @@ rule train_demo:
         manifest=f"{RESULTS}/models/{{model}}/full/{MANIFEST_FILE}",
     log:
         f"{LOGS}/train_demo/{{model}}.log",
+    wildcard_constraints:
+        model=DEMO_MODELS,
     conda:
         CONDA_ENV
     container:
@@ -66,3 +69,28 @@ rule train_demo:
     shell:
         "flatscore train-demo --demos {input.demos} --out {params.out} --size {params.size} "
         "--seed {params.seed} {params.limits} 2>&1 | tee {log}"
+
+
+rule import_gguf:
+    input:
+        gguf=lambda wc: model_spec(wc.model)["gguf"],
+    output:
+        manifest=f"{RESULTS}/models/{{model}}/full/{MANIFEST_FILE}",
+    log:
+        f"{LOGS}/import_gguf/{{model}}.log",
+    wildcard_constraints:
+        model=GGUF_MODELS,
+    conda:
+        CONDA_ENV
+    container:
+        CONTAINER
+    threads: THREADS
+    resources:
+        mem_mb=8000,
+    params:
+        out=lambda wc, output: str(Path(output.manifest).parent),
+        sha256=lambda wc: (
+            f"--sha256 {model_spec(wc.model)['gguf_sha256']}" if "gguf_sha256" in model_spec(wc.model) else ""
+        ),
+    shell:
+        "flatscore import-gguf --gguf {input.gguf} --out {params.out} {params.sha256} 2>&1 | tee {log}"

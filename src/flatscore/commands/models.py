@@ -1,4 +1,5 @@
-"""``demos``, ``train-demo``, ``quantize``: the demo model's data and training, quantization (AWQ, W8A8 presets)."""
+"""``demos``, ``train-demo``, ``quantize``, ``import-gguf``: the demo model's data and training,
+quantization (AWQ, W8A8 presets), a GGUF file made a Hugging Face folder."""
 
 from __future__ import annotations
 
@@ -79,6 +80,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--n-calibration", type=int, default=schema_default("quantization", "n_calibration"))
     p.set_defaults(func=cmd_quantize)
 
+    p = sub.add_parser(
+        "import-gguf", help="a GGUF model file as a Hugging Face folder (float weights, tokenizer, manifest)"
+    )
+    p.add_argument("--gguf", required=True, help="the GGUF file")
+    p.add_argument("--out", required=True, help="model folder to write (Hugging Face layout)")
+    p.add_argument(
+        "--sha256", default=None, help="the file's expected sha256; a different file is refused (default: none)"
+    )
+    p.set_defaults(func=cmd_import_gguf)
+
 
 def cmd_demos(args: argparse.Namespace) -> int:
     from flatscore.models.demo.demonstrations import build_demonstrations
@@ -141,5 +152,17 @@ def cmd_quantize(args: argparse.Namespace) -> int:
     print(
         f"quantized {args.model} ({args.scheme}, {info.get('method')}, group {info.get('group_size')}) -> {args.out}: "
         f"{info.get('size_bytes_before')} -> {info.get('size_bytes_after')} bytes in {info.get('seconds')} s"
+    )
+    return 0
+
+
+def cmd_import_gguf(args: argparse.Namespace) -> int:
+    """A refusal (missing file, other checksum, no tool template) is a ValueError: one line, exit 2."""
+    from flatscore.models.gguf_import import import_gguf
+
+    manifest = import_gguf(Path(args.gguf), Path(args.out), expected_sha256=args.sha256)
+    print(
+        f"imported {args.gguf} (sha256 {manifest.base_weights_sha256}) -> {args.out}: "
+        f"{manifest.size_bytes_before} -> {manifest.size_bytes_after} bytes in {manifest.seconds} s"
     )
     return 0

@@ -16,38 +16,25 @@ file, and quantized arms derive from it through the workflow's quantize rule.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import time
 from pathlib import Path
 
-from .manifest import Manifest, dir_size_bytes, weights_sha256
+from flatscore.gguf_header import file_sha256, has_tool_template
 
-CHUNK = 1 << 20
+from .manifest import Manifest, dir_size_bytes, weights_sha256
 
 
 class GGUFImportError(ValueError):
     """The GGUF file cannot be turned into a model folder (missing, unreadable, no tool template)."""
 
 
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as source:
-        while chunk := source.read(CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
-def has_tool_template(chat_template: str | None) -> bool:
-    """Whether a chat template renders the request's tools (a model without one cannot be an agent)."""
-    return bool(chat_template) and "tools" in str(chat_template)
-
-
 def import_gguf(gguf: Path, out: Path, expected_sha256: str | None = None, dtype: str = "float32") -> Manifest:
-    """Write ``out`` (config, float weights, tokenizer, manifest) from the GGUF file ``gguf``."""
-    import torch
-    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+    """Write ``out`` (config, float weights, tokenizer, manifest) from the GGUF file ``gguf``.
 
+    The file and its checksum are checked before torch is imported and before anything is
+    written, so a refusal is quick and leaves no folder behind.
+    """
     gguf = Path(gguf)
     if not gguf.is_file():
         raise GGUFImportError(f"GGUF file not found: {gguf}")
@@ -55,6 +42,9 @@ def import_gguf(gguf: Path, out: Path, expected_sha256: str | None = None, dtype
     sha = file_sha256(gguf)
     if expected_sha256 and sha != expected_sha256:
         raise GGUFImportError(f"{gguf}: sha256 {sha} != expected {expected_sha256}")
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
     folder, name = str(gguf.parent), gguf.name
     tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
     if not has_tool_template(getattr(tokenizer, "chat_template", None)):
