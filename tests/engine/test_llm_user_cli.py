@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from flatscore.cli import main
+from flatscore.tracking.cell_reader import scalar_params
 
 
 def answer(message: dict[str, Any]) -> dict[str, Any]:
@@ -117,6 +118,10 @@ def test_llm_user_calls_its_phone_tools_and_the_device_changes(tmp_path, stub_us
     cell = json.loads((tmp_path / "cell" / "cell.json").read_text())
     assert cell["user"] == "llm_user" and cell["user_model"] == "stub-user" and cell["user_temperature"] == 0.0
     assert cell["user_prompt_sha256"] and "user_base_url" not in cell
+    params = scalar_params(cell)  # what the cell's MLflow run is given
+    assert (
+        params["user_model"] == "stub-user" and params["user_temperature"] == "0.0" and "user_prompt_sha256" in params
+    )
 
 
 def test_user_settings_enter_the_identity_and_the_scripted_user_adds_nothing(tmp_path, stub_user):
@@ -149,3 +154,33 @@ def test_bad_user_options_are_one_line(args, needle, tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert needle in err and len(err.splitlines()) == 1
     assert not (tmp_path / "x").exists()
+
+
+def test_a_users_malformed_output_is_the_users_and_uncounted(tmp_path, monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    server = StubUserServer(
+        [
+            answer({"content": '<tool_call>{"name": "toggle_airplane_mode", "arguments": {</tool_call>'}),
+            answer({"content": "Never mind. ###STOP###"}),
+        ]
+    )
+    try:
+        record = run(tmp_path / "cell", "--user", "llm", "--user-base-url", server.url, "--user-model", "stub-user")
+    finally:
+        server.close()
+    (event,) = record["error_events"]
+    assert (event["channel"], event["side"], event["counted"]) == ("user_tool_error", "user", False)
+    assert record["errors_counted"] == 0 and record["channels"]["malformed_call"] == 0
+    said = [m["content"] for m in record["messages"] if m["role"] == "user"]
+    assert said[0].startswith("<tool_call>")  # its text went on as its message to the agent
+
+
+@pytest.mark.parametrize("token", ["###STOP###", "###TRANSFER###", "###OUT-OF-SCOPE###"])
+def test_the_user_ends_the_call_on_each_of_tau2s_tokens(tmp_path, monkeypatch, token):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    server = StubUserServer([answer({"content": f"I have to go. {token}"})])
+    try:
+        record = run(tmp_path / "cell", "--user", "llm", "--user-base-url", server.url, "--user-model", "stub-user")
+    finally:
+        server.close()
+    assert record["termination"] == "user_stop" and len(server.requests) == 1
