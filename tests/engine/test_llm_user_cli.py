@@ -184,3 +184,17 @@ def test_the_user_ends_the_call_on_each_of_tau2s_tokens(tmp_path, monkeypatch, t
     finally:
         server.close()
     assert record["termination"] == "user_stop" and len(server.requests) == 1
+
+
+def test_a_served_users_announcement_and_settings_enter_the_identity(tmp_path, stub_user, monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    announce = tmp_path / "server.json"
+    settings = {"server": "vllm", "tool_call_parser": "hermes", "server_dtype": "bfloat16"}
+    announce.write_text(
+        json.dumps({"base_url": stub_user.url, "kind": "vllm", "status": "ready", "settings": settings})
+    )
+    record = run(tmp_path / "cell", "--user", "llm", "--user-base-url-file", str(announce), "--user-model", "stub-user")
+    assert record["termination"] == "user_stop" and stub_user.requests
+    cell = json.loads((tmp_path / "cell" / "cell.json").read_text())
+    assert cell["user_server_tool_call_parser"] == "hermes" and cell["user_server_server_dtype"] == "bfloat16"
+    assert "server" not in cell  # the agent's server settings stay the agent's (here: none)
