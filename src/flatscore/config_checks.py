@@ -97,3 +97,36 @@ def gguf_problems(name: str, spec: Mapping[str, Any]) -> Iterator[str]:
         return
     if not has_tool_template(template):
         yield f"{field}: {path} has a chat template that renders no tools (expected a tool-calling instruct model)"
+
+
+def user_problems(config: Mapping[str, Any]) -> Iterator[str]:
+    """The ``user`` block's problems the schema cannot see, each as one line naming the field.
+
+    An LLM user names a key of ``models`` (served at full precision by the workflow's serve job,
+    so the study must serve: ``backend.serve``) or an already running server with its model name.
+    """
+    user = config.get("user") or {}
+    kind = user.get("kind", "scripted")
+    model, base_url = user.get("model"), user.get("base_url")
+    if kind != "llm":
+        for key in ("model", "base_url", "served_model", "prompt"):
+            if user.get(key):
+                yield f"config: user.{key}: only an LLM user has one (expected user.kind: llm, or no user.{key})"
+                return
+        return
+    models = config.get("models") or {}
+    if model and base_url:
+        yield "config: user.base_url: give user.model (served by the workflow) or user.base_url, not both"
+    elif not model and not base_url:
+        yield "config: user.model: kind llm needs a model (a key of models) or base_url with served_model"
+    elif base_url and not user.get("served_model"):
+        yield "config: user.served_model: required with user.base_url (the user model's name at that server)"
+    elif model and user.get("served_model"):
+        yield "config: user.served_model: only with user.base_url (user.model is served as models.<name>.served_model)"
+    elif model and model not in models:
+        yield f"config: user.model: '{model}' is not a key of models (known: {', '.join(models) or 'none'})"
+    elif model and not (config.get("backend") or {}).get("serve"):
+        yield "config: user.model: needs backend.serve (its server starts as the agents' do), or give user.base_url"
+    prompt = user.get("prompt")
+    if prompt and not Path(os.path.expanduser(str(prompt))).is_file():
+        yield f"config: user.prompt: {prompt} is not a file (expected the user's guidelines as text)"

@@ -16,7 +16,7 @@ from pathlib import Path
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
-from flatscore.config_checks import file_problems
+from flatscore.config_checks import file_problems, user_problems
 from flatscore.engine.cell_folder import METRICS_FILE
 from flatscore.models.schemes import SCHEMES as QUANT_SCHEMES
 from flatscore.serving_checks import serving_problems
@@ -45,7 +45,7 @@ if _problem:
     raise WorkflowError(_problem)
 validate(config, schema="../schemas/config.schema.yaml")
 # What the schema cannot see (folders that must exist, outputs that must be writable), before any job
-_problem = next(file_problems(config), None)
+_problem = next(itertools.chain(file_problems(config), user_problems(config)), None)
 if _problem:
     raise WorkflowError(_problem)
 # What the configured server cannot load or run (vLLM's CPU build), before any job. A checkpoint
@@ -281,6 +281,52 @@ def server_args(model):
     return " ".join(args)
 
 
+#: The user simulator, one for every arm. An LLM user named by ``user.model`` is served at full
+#: precision through the serve mechanism: a service job must share its consumers' group, and
+#: one user server for every arm would join all arms (and all their servers) into one group
+#: job, so each arm's group gets its own instance of the same user (serve_user), and the arm
+#: that is the user's own model at full precision talks to its agent's server.
+USER = config["user"]
+SERVED_USER = USER["kind"] == "llm" and bool(USER["model"])
+
+
+def user_served_name():
+    """The user model's name at its server (that model's served_model, else its path or id)."""
+    if not SERVED_USER:
+        return USER["served_model"]
+    return model_spec(USER["model"])["served_model"] or model_path(USER["model"], "full")
+
+
+def user_server_announce(wc):
+    """The announcement of the user's server for this arm's group; none without a served user."""
+    if not SERVED_USER:
+        return []
+    if SHARED_SERVER and (wc.model, wc.precision) == (USER["model"], "full"):
+        return expand(rules.serve_model.output.announce, model=wc.model, precision=wc.precision)
+    return expand(rules.serve_user.output.announce, model=wc.model, precision=wc.precision)
+
+
+def user_args(input):
+    """The episodes flags of the user simulator; none for the scripted user (every existing
+    command, hence every existing cell, stays as it was)."""
+    if USER["kind"] != "llm":
+        return []
+    if SERVED_USER:
+        where = f"--user-base-url-file {input.user_server}"
+    else:
+        where = f"--user-base-url {USER['base_url']}"
+    args = [
+        "--user llm",
+        where,
+        f"--user-model {user_served_name()}",
+        f"--user-temperature {USER['temperature']}",
+        f"--user-max-new-tokens {USER['max_new_tokens']}",
+    ]
+    if USER["prompt"]:
+        args.append(f"--user-prompt {USER['prompt']}")
+    return args
+
+
 def episodes_args(wc, input):
     spec = model_spec(wc.model)
     first, count = shard_trials(wc.shard)
@@ -327,6 +373,7 @@ def episodes_args(wc, input):
         args.append(server_args(wc.model))
     if spec["served_model"]:
         args.append(f"--served-model {spec['served_model']}")
+    args.extend(user_args(input))
     uri = tracking_uri_arg()
     if uri:
         args.append(uri)

@@ -68,12 +68,27 @@ rule serve_model:
         "--announce {output.announce} > {log} 2>&1"
 
 
+use rule serve_model as serve_user with:
+    input:
+        model=lambda wc: model_marker(USER["model"], "full"),
+        env=vllm_env_marker(),
+    output:
+        announce=service(f"{RESULTS}/serving/user/{{model}}/{{precision}}/server.json"),
+    log:
+        f"{LOGS}/serve_model/user-for-{{model}}-{{precision}}.log",
+    params:
+        model=lambda wc: model_path(USER["model"], "full"),
+        served=lambda wc: user_served_name(),
+        args=lambda wc: server_args(USER["model"]),
+
+
 rule episodes:
     input:
         data=lambda wc: domain_marker(wc.domain),
         model=lambda wc: model_marker(wc.model, wc.precision),
         store=rules.tracking_store.output.ready,
         server=lambda wc: expand(rules.serve_model.output.announce, **wc) if SHARED_SERVER else [],
+        user_server=user_server_announce,
         env=vllm_env_marker(),
     output:
         metrics=f"{RESULTS}/cells/{{model}}/{{precision}}/{{domain}}/K{{budget}}/repair-{{repair}}/shard{{shard}}/{METRICS_FILE}",

@@ -20,6 +20,8 @@ from ..domains.toolkit import ToolSpec
 #: tau2-bench's stop token: a user (or agent) message containing it ends the conversation.
 STOP_TOKEN = "###STOP###"
 TRANSFER_TOKEN = "###TRANSFER###"
+#: tau2-bench's user simulator ends the conversation on this one too (the scenario ran out).
+OUT_OF_SCOPE_TOKEN = "###OUT-OF-SCOPE###"
 
 
 @dataclass

@@ -4,7 +4,10 @@ Optional (the embedded default uses the scripted user). Its requests carry ``rol
 and ``cache_key=f"{episode_id}:user"`` so the driver can route them to a user backend and the
 transformers backend keeps its KV cache apart from the agent's. The prompt follows
 tau2-bench's user simulator guidelines: one message at a time, reveal information only when
-needed, ``###STOP###`` when the goal is reached, ``###TRANSFER###`` when transferred.
+needed, ``###STOP###`` when the goal is reached, ``###TRANSFER###`` when transferred, and
+``###OUT-OF-SCOPE###`` when the scenario does not say what to do next (tau2's simulator ends
+the conversation on any of the three). A study may replace the guidelines with its own text;
+their digest is part of the user's identity, so changing them reruns the cells they touch.
 
 The user's history is the engine's ``user_history``: the agent's messages have role
 "user" and the simulator's own ones role "assistant", so it is passed to the model as is.
@@ -15,11 +18,12 @@ set), so the conversation goes on.
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 from ..backends.base import InfrastructureError, ModelRequest
 from ..domains.tasks import Task
-from .base import STOP_TOKEN, TRANSFER_TOKEN, Turn, UserSimulator, UserView
+from .base import OUT_OF_SCOPE_TOKEN, STOP_TOKEN, TRANSFER_TOKEN, Turn, UserSimulator, UserView
 from .llm import usage_of
 from .toolcall_parser import parse_hermes, parse_openai
 
@@ -30,7 +34,12 @@ Follow the scenario below. Rules:
 - Never invent information that is not in the scenario; if asked for something you do not know, say so.
 - If you have tools (your phone), use them when the agent asks you to perform an action, then report what you see.
 - When your goal is reached, or it cannot be reached, end the conversation with {STOP_TOKEN}.
-- If you are transferred to another agent, answer with {TRANSFER_TOKEN}."""
+- If you are transferred to another agent, answer with {TRANSFER_TOKEN}.
+- If the scenario does not tell you what to do next, answer with {OUT_OF_SCOPE_TOKEN}."""
+
+#: Tokens after which tau2's simulator ends the conversation (besides STOP_TOKEN, which the
+#: engine already checks in every user message).
+ENDING_TOKENS = (TRANSFER_TOKEN, OUT_OF_SCOPE_TOKEN)
 
 
 def scenario_text(task: Task) -> str:
@@ -53,12 +62,14 @@ def scenario_text(task: Task) -> str:
 class LLMUser(UserSimulator):
     name = "llm_user"
 
-    def __init__(self, max_new_tokens: int = 128, role: str = "user") -> None:
+    def __init__(self, max_new_tokens: int = 128, role: str = "user", guidelines: str | None = None) -> None:
         self.max_new_tokens = int(max_new_tokens)
         self.role = role
+        #: the study's own guidelines (a prompt file), or the built-in ones
+        self.guidelines = guidelines if guidelines is not None else USER_GUIDELINES
 
     def system_message(self, task: Task) -> str:
-        return f"{USER_GUIDELINES}\n\n<scenario>\n{scenario_text(task)}\n</scenario>"
+        return f"{self.guidelines}\n\n<scenario>\n{scenario_text(task)}\n</scenario>"
 
     def request(self, view: UserView) -> ModelRequest:
         return ModelRequest(
@@ -85,13 +96,18 @@ class LLMUser(UserSimulator):
             # no phone tools in this domain: a call is just odd text
             out.content = (response.text or "").strip()
             out.tool_calls = []
-        if out.content is not None and TRANSFER_TOKEN in out.content:
+        if out.content is not None and any(token in out.content for token in ENDING_TOKENS):
             out.stop = True
         out.usage = usage_of(response)
         return out
 
     def describe(self) -> dict[str, Any]:
-        return {"user": self.name, "max_new_tokens": self.max_new_tokens}
+        """The user's part of a cell's identity: every key prefixed, so none shadows the agent's."""
+        return {
+            "user": self.name,
+            "user_max_new_tokens": self.max_new_tokens,
+            "user_prompt_sha256": hashlib.sha256(self.guidelines.encode("utf-8")).hexdigest()[:16],
+        }
 
 
-__all__ = ["LLMUser", "USER_GUIDELINES", "scenario_text"]
+__all__ = ["ENDING_TOKENS", "LLMUser", "USER_GUIDELINES", "scenario_text"]

@@ -110,6 +110,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     ep.add_argument(
         "--max-new-tokens", type=positive_int("--max-new-tokens"), default=schema_default("backend", "max_new_tokens")
     )
+    add_user_arguments(ep)
     ep.add_argument("--out", required=True, help="cell folder: cell.json, episodes.jsonl, metrics.json")
     ep.add_argument(
         "--supersede",
@@ -122,6 +123,28 @@ def register(sub: argparse._SubParsersAction) -> None:
     ep.add_argument("--experiment", default=schema_default("tracking", "experiment"))
     ep.add_argument("--no-progress", action="store_true")
     ep.set_defaults(func=cmd_episodes)
+
+
+def add_user_arguments(ep: argparse.ArgumentParser) -> None:
+    """The user simulator's options (config ``user``): one user for every arm of a study."""
+    ep.add_argument(
+        "--user",
+        choices=["scripted", "llm"],
+        default=schema_default("user", "kind"),
+        help="user simulator: scripted (the demo protocol) or llm (a model on an OpenAI-compatible server)",
+    )
+    ep.add_argument("--user-base-url", default=None, help="--user llm: the user model's server URL")
+    ep.add_argument(
+        "--user-base-url-file", default=None, help="--user llm: JSON announcement of the user model's server"
+    )
+    ep.add_argument("--user-model", default=None, help="--user llm: the user model's name at its server")
+    ep.add_argument("--user-temperature", type=float, default=schema_default("user", "temperature"))
+    ep.add_argument(
+        "--user-max-new-tokens",
+        type=positive_int("--user-max-new-tokens"),
+        default=schema_default("user", "max_new_tokens"),
+    )
+    ep.add_argument("--user-prompt", default=None, help="--user llm: a file replacing the user's built-in guidelines")
 
 
 def cmd_generate_domain(args: argparse.Namespace) -> int:
@@ -181,6 +204,13 @@ def check_episode_arguments(args: argparse.Namespace) -> None:
         _noise_rates(args)
     if args.serve and (args.agent != "llm" or args.backend != "openai"):
         raise CLIError("--serve: needs --agent llm --backend openai")
+    user_options = [o for o in ("user_base_url", "user_base_url_file", "user_model", "user_prompt") if getattr(args, o)]
+    if args.user == "scripted" and user_options:
+        raise CLIError(f"--{user_options[0].replace('_', '-')}: only the LLM user has a model (--user llm)")
+    if args.user == "llm" and not (args.user_base_url or args.user_base_url_file):
+        raise CLIError("--user llm: needs --user-base-url or --user-base-url-file (the user model's server)")
+    if args.user == "llm" and not args.user_model:
+        raise CLIError("--user llm: needs --user-model (the user model's name at its server)")
 
 
 def _make_agent(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
@@ -229,6 +259,33 @@ def _served_model(args: argparse.Namespace, out: Path) -> Any:
     args.base_url = server.base_url
     args.server_settings = options.describe()
     return server
+
+
+def _make_user(args: argparse.Namespace) -> tuple[Any, dict[str, Any], dict[str, Any]]:
+    """The user simulator, its backends and its identity; a served user's announcement is read here."""
+    from flatscore.backends.server_launch import ServerNotReadyError, announced_server
+    from flatscore.models.user_factory import UserSettings, make_user
+
+    base_url, server = args.user_base_url, {}
+    if args.user == "llm" and args.user_base_url_file:
+        try:
+            announced = announced_server(Path(args.user_base_url_file), args.serve_timeout)
+        except ServerNotReadyError as exc:
+            raise CLIError(f"--user-base-url-file: {exc}") from None
+        base_url, server = announced["base_url"], announced.get("settings") or {}
+    settings = UserSettings(
+        kind=args.user,
+        base_url=base_url,
+        model=args.user_model,
+        temperature=args.user_temperature,
+        max_new_tokens=args.user_max_new_tokens,
+        prompt_file=args.user_prompt,
+        server=server,
+    )
+    try:
+        return make_user(settings)
+    except ValueError as exc:
+        raise CLIError(str(exc)) from None
 
 
 def _server_kind(args: argparse.Namespace) -> str | None:
@@ -298,6 +355,7 @@ def _run_episodes(args: argparse.Namespace, out: Path) -> int:
     out.mkdir(parents=True, exist_ok=True)
     with _served_model(args, out):
         agent, backends = _make_agent(args)
+        user, user_backends, user_identity = _make_user(args)
         spec = CellSpec(
             out=out,
             domain=domain,
@@ -321,9 +379,16 @@ def _run_episodes(args: argparse.Namespace, out: Path) -> int:
             replicate=args.replicate,
             server=args.server_settings,
             arm=_arm(args, backends),
+            user=user,
+            user_identity=user_identity,
         )
         result = run_cell_folder(
-            spec, agent, backends, before_seal=_write_summary, on_superseded=_say_superseded, on_resume=_say_resumed
+            spec,
+            agent,
+            {**backends, **user_backends},
+            before_seal=_write_summary,
+            on_superseded=_say_superseded,
+            on_resume=_say_resumed,
         )
     _print_summary(result.cell, result.metrics)
     if args.tracking_uri or args.log_mlflow:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from flatscore.agents.base import Agent
+from flatscore.agents.base import Agent, UserSimulator
 from flatscore.agents.nl_judge import NLJudge
 from flatscore.agents.users import ScriptedUser
 from flatscore.atomic_write import write_json_atomic
@@ -85,6 +85,16 @@ class CellSpec:
     #: what the arm ran on (``arm_*``: scheme, backend, dtype, compute note; models.arm.describe_arm):
     #: recorded in cell.json beside the identity, which already covers it (manifest sha, backend settings)
     arm: Mapping[str, Any] = field(default_factory=dict)
+    #: the user simulator; None: the scripted user. Its model's backend is ``backends["user"]``.
+    user: UserSimulator | None = None
+    #: the user's part of the identity (``user_*`` keys; models.user_factory.make_user): empty for
+    #: the scripted user, so every cell that ran before the user was a choice keeps its hash
+    user_identity: Mapping[str, Any] = field(default_factory=dict)
+
+
+#: The role whose backend serves the user simulator: described by ``user_identity``, never merged
+#: into the agent's backend keys (its model and temperature would overwrite the agent's).
+USER_ROLE = "user"
 
 
 @dataclass(frozen=True)
@@ -119,13 +129,14 @@ def cell_identity(spec: CellSpec, agent: Agent, backends: dict[str, Backend]) ->
         "seed": spec.seed,
         "code_version": code_version(),
         **agent.describe(),
-        **{k: v for b in backends.values() for k, v in b.describe().items()},
+        **{k: v for role, b in backends.items() if role != USER_ROLE for k, v in b.describe().items()},
         "model": spec.model_label,
         "precision": spec.precision,
         "model_manifest_sha": spec.model_manifest_sha,
         # only a replicate carries the key: every cell that ran before replicates existed keeps its hash
         **({"replicate": spec.replicate} if spec.replicate else {}),
         **(spec.server or {}),
+        **spec.user_identity,
     }
 
 
@@ -215,7 +226,7 @@ def _run_locked(
             spec.domain,
             list(spec.tasks),
             agent,
-            ScriptedUser(),
+            spec.user if spec.user is not None else ScriptedUser(),
             spec.settings,
             spec.trials,
             replicate_seed(spec.seed, spec.replicate),

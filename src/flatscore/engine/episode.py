@@ -16,7 +16,8 @@ What counts toward the error budget K (``max_errors``), exactly:
 Never counted: the inference server's failures (``server_missed_call``: its tool-call parser left
 a well-formed call in ``content``, which flatscore parses and runs; ``server_bad_answer``: its
 answer is off the OpenAI format, see :mod:`flatscore.agents.server_answer`), and
-``invented_user_action``. In ``tau2_compat`` a server answer without ``tool_calls`` is what tau2
+``invented_user_action``, and an LLM user's output that tried to be a call and did not parse (its
+side's ``user_tool_error``, uncounted: no tool ran; its text goes on as its message). In ``tau2_compat`` a server answer without ``tool_calls`` is what tau2
 makes of it: its content is the agent's message to the user, whatever calls it spells (tau2 never
 parses content); a server answer that cannot be read ends the episode as ``malformed_dropped``.
 
@@ -281,6 +282,10 @@ class Episode:
                 speaker = self._handle_agent(out)
 
     def _handle_user(self, out: TurnOutput) -> str:
+        if out.malformed is not None:
+            # an LLM user's call that did not parse: its text goes on as its message; the failure is
+            # the user's (its side, its channel), uncounted because no tool call ran (tau2 sees none)
+            self._record_error(Channel.USER_TOOL_ERROR, "user", "", f"malformed output: {out.malformed}", counted=False)
         if out.tool_calls:
             self.user_history.append(
                 {
