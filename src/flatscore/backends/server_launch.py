@@ -137,11 +137,6 @@ def announced_server(path: Path, timeout_s: float) -> dict[str, Any]:
     )
 
 
-def await_announced_server(path: Path, timeout_s: float) -> str:
-    """Wait until the server announced in ``path`` is ready; return its base URL."""
-    return str(announced_server(path, timeout_s)["base_url"])
-
-
 def serve_until_stopped(
     server: ManagedServer, announce: Path, info: dict[str, Any], stop: threading.Event, max_restarts: int = 3
 ) -> None:
