@@ -1,4 +1,5 @@
-"""A served model's process killed mid-cell: restarted by its service job, no episode lost.
+"""A served model's process killed mid-cell (the agent's or the LLM user's): restarted by its
+service job, no episode lost.
 
 Real processes end to end: ``flatscore serve`` (the workflow's serve_model job) runs a vLLM
 server (the CPU build from its own venv) over a demo model, ``flatscore episodes`` runs a cell
@@ -58,6 +59,43 @@ def _episodes(work: Path, out: Path, announce: Path, data: Path, model: Path) ->
     return subprocess.Popen(args, cwd=work, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
+def _serve(work: Path, model: Path, announce: Path, log: Path) -> subprocess.Popen:
+    """``flatscore serve`` (the serve_model / serve_user job) running vLLM's CPU build over ``model``."""
+    args = [
+        *FLATSCORE, "serve", "--model", str(model), "--served-model", "demo", "--announce", str(announce),
+        "--serve", "vllm", "--vllm-device", "cpu", "--vllm-venv", str(VENV), "--vllm-kv-cache-gib", "1",
+        "--server-dtype", "float32",
+    ]  # fmt: skip
+    return subprocess.Popen(args, cwd=work, stdout=open(log, "w"), stderr=subprocess.STDOUT)
+
+
+def _kill_when(cell: Path, episodes: subprocess.Popen, announce: Path, done: int) -> tuple[int, dict]:
+    """SIGKILL the announced server's process group once ``done`` episodes are written; its restart."""
+    first = _wait_ready(announce, 600)
+    deadline = time.monotonic() + 300
+    while _lines(cell / "episodes.jsonl") < done and time.monotonic() < deadline and episodes.poll() is None:
+        time.sleep(0.2)
+    assert episodes.poll() is None, "the cell ended before the server could be killed: make it longer"
+    done_at_kill = _lines(cell / "episodes.jsonl")
+    os.killpg(os.getpgid(first["pid"]), signal.SIGKILL)
+    again = _wait_ready_after(announce, first["pid"], 600)
+    assert again["base_url"] == first["base_url"] and again["restarts"] == 1
+    return done_at_kill, again
+
+
+def _check_complete_and_equal(cell: Path, reference: Path, n: int) -> None:
+    """Each (task, trial) once, no infrastructure error, every episode equal to the uninterrupted run."""
+    from flatscore.engine.records import canonical_without_timing
+
+    records = [json.loads(line) for line in (cell / "episodes.jsonl").read_text().splitlines()]
+    keys = [(r["task_id"], r["trial"]) for r in records]
+    assert len(keys) == len(set(keys)) == n, "an episode lost or doubled"
+    assert all(r["termination"] != "infrastructure_error" for r in records), [r["termination"] for r in records]
+    expected = {(r["task_id"], r["trial"]): r for r in map(json.loads, (reference / "episodes.jsonl").open())}
+    same = sum(canonical_without_timing(r) == canonical_without_timing(expected[k]) for k, r in zip(keys, records))
+    assert same == n, f"{same}/{n} episodes equal to the uninterrupted run"
+
+
 def _lines(path: Path) -> int:
     return len(path.read_text().splitlines()) if path.exists() else 0
 
@@ -67,49 +105,17 @@ def test_a_killed_vllm_server_is_restarted_and_the_cell_loses_nothing(tmp_path):
     if reason:
         pytest.skip(reason)
     from flatscore.domains import domain_class
-    from flatscore.engine.records import canonical_without_timing
     from flatscore.models.demo import build_untrained_demo
 
     data = domain_class("retail").generate(tmp_path / "retail", seed=3, n_tasks=30)
     model = build_untrained_demo(tmp_path / "model", size="tiny")
     announce = tmp_path / "serving" / "server.json"
-    serve = subprocess.Popen(
-        [
-            *FLATSCORE,
-            "serve",
-            "--model",
-            str(model),
-            "--served-model",
-            "demo",
-            "--announce",
-            str(announce),
-            "--serve",
-            "vllm",
-            "--vllm-device",
-            "cpu",
-            "--vllm-venv",
-            str(VENV),
-            "--vllm-kv-cache-gib",
-            "1",
-            "--server-dtype",
-            "float32",
-        ],  # fmt: skip
-        cwd=tmp_path,
-        stdout=open(tmp_path / "serve.log", "w"),
-        stderr=subprocess.STDOUT,
-    )
+    serve = _serve(tmp_path, model, announce, tmp_path / "serve.log")
     try:
-        first = _wait_ready(announce, 600)
         cell = tmp_path / "cell-killed"
+        _wait_ready(announce, 600)
         episodes = _episodes(tmp_path, cell, announce, data, model)
-        deadline = time.monotonic() + 300
-        while _lines(cell / "episodes.jsonl") < 2 and time.monotonic() < deadline and episodes.poll() is None:
-            time.sleep(0.2)
-        assert episodes.poll() is None, "the cell ended before the server could be killed: make it longer"
-        done_at_kill = _lines(cell / "episodes.jsonl")
-        os.killpg(os.getpgid(first["pid"]), signal.SIGKILL)
-        again = _wait_ready_after(announce, first["pid"], 600)
-        assert again["base_url"] == first["base_url"] and again["restarts"] == 1
+        done_at_kill, _ = _kill_when(cell, episodes, announce, done=2)
         output, _ = episodes.communicate(timeout=900)
         assert episodes.returncode == 0, output[-3000:]
 
@@ -121,16 +127,55 @@ def test_a_killed_vllm_server_is_restarted_and_the_cell_loses_nothing(tmp_path):
         serve.send_signal(signal.SIGTERM)
         serve.wait(timeout=60)
 
-    records = [json.loads(line) for line in (cell / "episodes.jsonl").read_text().splitlines()]
-    keys = [(r["task_id"], r["trial"]) for r in records]
-    assert len(keys) == len(set(keys)) == 12, "an episode lost or doubled"
-    assert all(r["termination"] != "infrastructure_error" for r in records), [r["termination"] for r in records]
-    expected = {(r["task_id"], r["trial"]): r for r in map(json.loads, (reference / "episodes.jsonl").open())}
-    same = sum(canonical_without_timing(r) == canonical_without_timing(expected[k]) for k, r in zip(keys, records))
-    assert same == 12, f"{same}/12 episodes equal to the uninterrupted run"
-    log = (tmp_path / "serve.log").read_text()
-    assert "restart 1/3" in log
+    _check_complete_and_equal(cell, reference, 12)
+    assert "restart 1/3" in (tmp_path / "serve.log").read_text()
     print(f"\nFIGURE served model killed after {done_at_kill}/12 episodes: restarted once, 12/12 complete and equal")
+
+
+def _user_episodes(work: Path, out: Path, announce: Path, data: Path) -> subprocess.Popen:
+    """A retail cell of the expert agent against the LLM user served through ``announce``."""
+    args = [
+        *FLATSCORE, "episodes", "--domain", "retail", "--data", str(data), "--split", "test", "--tasks", "first:5",
+        "--trials", "4", "--budget", "10", "--max-steps", "12", "--agent", "expert", "--user", "llm",
+        "--user-base-url-file", str(announce), "--user-model", "demo", "--user-max-new-tokens", "24",
+        "--no-progress", "--out", str(out),
+    ]  # fmt: skip
+    return subprocess.Popen(args, cwd=work, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def test_a_killed_user_simulator_server_is_restarted_and_the_cell_loses_nothing(tmp_path):
+    """The LLM user's server (serve_user), killed mid-cell, comes back; the user's requests wait
+    the outage out; the agent here is the expert, so every request the kill touches is the user's."""
+    reason = _skip_reason()
+    if reason:
+        pytest.skip(reason)
+    from flatscore.domains import domain_class
+    from flatscore.models.demo import build_untrained_demo
+
+    data = domain_class("retail").generate(tmp_path / "retail", seed=3, n_tasks=30)
+    model = build_untrained_demo(tmp_path / "user-model", size="tiny")
+    announce = tmp_path / "serving" / "user.json"
+    serve = _serve(tmp_path, model, announce, tmp_path / "serve-user.log")
+    try:
+        cell = tmp_path / "cell-user-killed"
+        _wait_ready(announce, 600)
+        episodes = _user_episodes(tmp_path, cell, announce, data)
+        done_at_kill, _ = _kill_when(cell, episodes, announce, done=2)
+        output, _ = episodes.communicate(timeout=900)
+        assert episodes.returncode == 0, output[-3000:]
+
+        reference = tmp_path / "cell-user-reference"
+        rerun = _user_episodes(tmp_path, reference, announce, data)
+        ref_output, _ = rerun.communicate(timeout=900)
+        assert rerun.returncode == 0, ref_output[-3000:]
+    finally:
+        serve.send_signal(signal.SIGTERM)
+        serve.wait(timeout=60)
+
+    _check_complete_and_equal(cell, reference, 20)
+    assert json.loads((cell / "cell.json").read_text())["identity"]["user_model"] == "demo", "not the LLM user's cell"
+    assert "restart 1/3" in (tmp_path / "serve-user.log").read_text()
+    print(f"\nFIGURE user simulator's server killed after {done_at_kill}/20 episodes: restarted once, 20/20 equal")
 
 
 def _wait_ready_after(announce: Path, old_pid: int, timeout: float) -> dict:
