@@ -60,3 +60,32 @@ def test_cells_without_arm_fields_give_no_section(tmp_path):
     """Synthetic cells (and cells from before arms were recorded) carry none: no table of dashes."""
     table = arms_table(load_cells(write_study(SPEC, tmp_path)).cells)
     assert len(table) == 3 and render_arms(table) == []
+
+
+def test_the_summary_says_which_user_protocol_the_study_used(tmp_path):
+    """Scripted cells carry no user_* identity key (the demo protocol); LLM-user cells name their model."""
+    dirs = _study(tmp_path)
+    table = arms_table(load_cells(dirs).cells)
+    assert set(table["user"]) == {"scripted"}
+    text = "\n".join(render_arms(table))
+    assert "User simulator: scripted (the demo protocol)" in text and "not tau2-bench scores" in text
+    assert "different user simulators" not in text
+
+    for d in dirs:
+        cell = json.loads((d / "cell.json").read_text())
+        cell.setdefault("identity", {}).update(user_model="results/models/qwen/full", user_temperature=0.0)
+        (d / "cell.json").write_text(json.dumps(cell))
+    summary = (aggregate(dirs, tmp_path / "agg", n_boot=50)["summary"]).read_text()
+    assert "User simulator: llm: qwen/full (temperature 0.0)" in summary
+    assert "calls its own phone tools" in summary and "scripted" not in summary.split("## Arms")[1].split("##")[0]
+
+
+def test_arms_that_met_different_users_are_said_plainly(tmp_path):
+    dirs = _study(tmp_path)
+    for d in dirs:
+        cell = json.loads((d / "cell.json").read_text())
+        if cell["precision"] == "int4":
+            cell.setdefault("identity", {}).update(user_model="qwen", user_temperature=0.7)
+        (d / "cell.json").write_text(json.dumps(cell))
+    text = "\n".join(render_arms(arms_table(load_cells(dirs).cells)))
+    assert "**The arms met different user simulators** (llm: qwen (temperature 0.7), scripted)" in text

@@ -16,7 +16,7 @@ import pandas as pd
 from flatscore.analysis.load import ARM_INFO_COLUMNS, REFERENCE_PRECISION
 
 #: The table's columns: one row per (model, precision).
-ARMS_COLUMNS = ["model", "precision", "scheme", "backend", "dtype", "compute", "cells"]
+ARMS_COLUMNS = ["model", "precision", "scheme", "backend", "dtype", "compute", "user", "cells"]
 
 
 def _one(values: pd.Series) -> str:
@@ -42,6 +42,7 @@ def arms_table(cells: pd.DataFrame) -> pd.DataFrame:
                 "backend": _one(group["arm_backend"]),
                 "dtype": _one(group["arm_dtype"]),
                 "compute": _one(group["arm_compute"]),
+                "user": _one(group["arm_user"]),
                 "cells": len(group),
             }
         )
@@ -76,13 +77,40 @@ def arms_findings(table: pd.DataFrame) -> list[str]:
     return lines
 
 
+def protocol_findings(table: pd.DataFrame) -> list[str]:
+    """Sentences: which user simulator (and so which dual-control protocol) the study's episodes met.
+
+    A score under the scripted user is not comparable with tau2-bench's (its agents ask in plain
+    language and an LLM plays the user), so the summary says which protocol produced it."""
+    users = sorted({u for value in table["user"] for u in str(value).split(" / ") if u and u != "–"})
+    lines = []
+    if len(users) > 1:
+        lines.append(
+            f"- **The arms met different user simulators** ({', '.join(users)}): a gap between them is not "
+            "the quantization's alone."
+        )
+    if "scripted" in users:
+        lines.append(
+            "- User simulator: scripted (the demo protocol). The agent asks for a phone action as "
+            "`Please do this on your phone: name()` and the user performs it; a made-up action is "
+            "`invented_user_action`. Scores under this protocol are not tau2-bench scores."
+        )
+    for user in (u for u in users if u.startswith("llm:")):
+        lines.append(
+            f"- User simulator: {user}. It role-plays each scenario in plain language and calls its own "
+            "phone tools (dual control as tau2-bench runs it); its failed phone actions count as "
+            "`user_tool_error`, never as the agent's errors."
+        )
+    return lines
+
+
 def render_arms(table: pd.DataFrame) -> list[str]:
     """The summary's Arms section (Markdown lines); nothing when no cell recorded its arm (cells from
     before arms were recorded, synthetic studies): a table of dashes would say nothing."""
     if (table[["scheme", "backend", "dtype"]] == "–").all(axis=None):
         return []
-    header = "| model | precision | scheme | backend | dtype | compute | cells |"
+    header = "| " + " | ".join(ARMS_COLUMNS) + " |"
     out = ["## Arms (what each precision ran on)", "", header, "|" + "---|" * len(ARMS_COLUMNS)]
     for _, r in table.iterrows():
         out.append("| " + " | ".join(str(r[c]).replace("|", "/") for c in ARMS_COLUMNS) + " |")
-    return [*out, "", *arms_findings(table), ""]
+    return [*out, "", *arms_findings(table), *protocol_findings(table), ""]

@@ -39,7 +39,7 @@ from flatscore.engine.records import CHANNELS, HALLUCINATION_CHANNELS
 CELL_COLUMNS: tuple[str, ...] = ("cell_id", "cell_hash", "study", "model", "precision", "domain", "budget", "repair")
 #: What each cell's arm ran on (cell.json's ``arm_*`` fields, see flatscore.models.arm): descriptive
 #: columns of the cells frame only, for the report's Arms table. "" where a cell predates them.
-ARM_INFO_COLUMNS: tuple[str, ...] = ("arm_scheme", "arm_backend", "arm_dtype", "arm_compute")
+ARM_INFO_COLUMNS: tuple[str, ...] = ("arm_scheme", "arm_backend", "arm_dtype", "arm_compute", "arm_user")
 #: Columns that identify an *arm*: cells sharing them are pooled (e.g. several seeds).
 ARM_KEYS: list[str] = ["study", "model", "domain", "budget", "repair", "precision"]
 REFERENCE_PRECISION = "full"
@@ -88,7 +88,19 @@ def _arm_info(meta: dict[str, Any]) -> dict[str, str]:
     info = {key: str(meta.get(key) or "") for key in ARM_INFO_COLUMNS}
     info["arm_backend"] = info["arm_backend"] or str(meta.get("backend") or "")
     info["arm_dtype"] = info["arm_dtype"] or str(meta.get("dtype") or "")
+    info["arm_user"] = user_label(meta.get("identity") or {})
     return info
+
+
+def user_label(identity: dict[str, Any]) -> str:
+    """Which user simulator a cell's episodes met, from its identity: the scripted user adds no
+    ``user_*`` key (so ``scripted``); an LLM user names its served model and temperature."""
+    model = identity.get("user_model")
+    if not model:
+        return "scripted"
+    parts = Path(str(model)).parts
+    name = "/".join(parts[-2:]) if len(parts) > 1 else str(model)
+    return f"llm: {name} (temperature {identity.get('user_temperature', 0)})"
 
 
 def _cat(values: list | np.ndarray) -> pd.Categorical:
