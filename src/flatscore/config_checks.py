@@ -99,6 +99,19 @@ def gguf_problems(name: str, spec: Mapping[str, Any]) -> Iterator[str]:
         yield f"{field}: {path} has a chat template that renders no tools (expected a tool-calling instruct model)"
 
 
+def _role_problems(models: Mapping[str, Any], user_model: str | None) -> Iterator[str]:
+    """A model of ``role: user`` that is not the LLM user would be planned for nothing, and a study
+    needs at least one agent to evaluate."""
+    for name, spec in models.items():
+        if (spec or {}).get("role") == "user" and name != user_model:
+            yield (
+                f"config: models.{name}.role: user, but user.model is {user_model or 'not set'} "
+                "(expected role: agent, or user.kind: llm with user.model naming it)"
+            )
+    if models and all((spec or {}).get("role") == "user" for spec in models.values()):
+        yield "config: models: every model has role user; at least one must be an agent (role: agent, the default)"
+
+
 def user_problems(config: Mapping[str, Any]) -> Iterator[str]:
     """The ``user`` block's problems the schema cannot see, each as one line naming the field.
 
@@ -108,13 +121,14 @@ def user_problems(config: Mapping[str, Any]) -> Iterator[str]:
     user = config.get("user") or {}
     kind = user.get("kind", "scripted")
     model, base_url = user.get("model"), user.get("base_url")
+    models = config.get("models") or {}
     if kind != "llm":
         for key in ("model", "base_url", "served_model", "prompt"):
             if user.get(key):
                 yield f"config: user.{key}: only an LLM user has one (expected user.kind: llm, or no user.{key})"
                 return
+        yield from _role_problems(models, None)
         return
-    models = config.get("models") or {}
     if model and base_url:
         yield "config: user.base_url: give user.model (served by the workflow) or user.base_url, not both"
     elif not model and not base_url:
@@ -127,6 +141,7 @@ def user_problems(config: Mapping[str, Any]) -> Iterator[str]:
         yield f"config: user.model: '{model}' is not a key of models (known: {', '.join(models) or 'none'})"
     elif model and not (config.get("backend") or {}).get("serve"):
         yield "config: user.model: needs backend.serve (its server starts as the agents' do), or give user.base_url"
+    yield from _role_problems(models, model)
     prompt = user.get("prompt")
     if prompt and not Path(os.path.expanduser(str(prompt))).is_file():
         yield f"config: user.prompt: {prompt} is not a file (expected the user's guidelines as text)"

@@ -31,7 +31,11 @@ def _quantized_here(config: Mapping[str, Any], precision: str) -> list[str]:
     """The models whose ``precision`` the workflow quantizes itself (no named checkpoint for it)."""
     if precision not in config.get("precisions", []):
         return []
-    return [name for name, spec in config.get("models", {}).items() if precision not in (spec.get("quantized") or {})]
+    return [
+        name
+        for name, spec in config.get("models", {}).items()
+        if spec.get("role", "agent") == "agent" and precision not in (spec.get("quantized") or {})
+    ]
 
 
 def _scheme(config: Mapping[str, Any], precision: str) -> str | None:

@@ -123,6 +123,39 @@ def test_a_bad_user_block_is_one_line_before_any_job(tmp_path, user, needle):
     ]
 
 
+def test_a_user_only_model_is_served_for_the_user_and_never_evaluated(tmp_path):
+    """models.<name>.role: user: one instance per arm's group at full precision, no cell, no quantization."""
+    config = copy.deepcopy(STUDY)
+    config["models"]["judge"] = {"kind": "demo", "size": "tiny", "role": "user", "seed": 1}
+    config["user"] = {"kind": "llm", "model": "judge"}
+    jobs = planned(tmp_path, config)
+    episodes = [cmd for (rule, _), cmd in jobs.items() if rule == "episodes"]
+    assert len(episodes) == 2 * 2 * 2 and all("--model results/models/demo/" in cmd for cmd in episodes)
+    assert all("--user-model results/models/judge/full " in cmd for cmd in episodes)
+    assert not any("results/models/judge/int4" in cmd or "cells/judge" in out for (_, out), cmd in jobs.items())
+    user_servers = [cmd for (rule, _), cmd in jobs.items() if rule == "serve_user"]
+    assert len(user_servers) == 2 and all("--model results/models/judge/full " in cmd for cmd in user_servers)
+    assert any(rule == "train_demo" and "judge" in out for rule, out in jobs)
+
+
+@pytest.mark.parametrize(
+    "models, user, needle",
+    [
+        (
+            {"demo": {"kind": "demo"}, "judge": {"kind": "demo", "role": "user"}},
+            {"kind": "llm", "model": "demo"},
+            "config: models.judge.role: user, but user.model is demo",
+        ),
+        ({"demo": {"kind": "demo", "role": "user"}}, {"kind": "llm", "model": "demo"}, "at least one must be an agent"),
+    ],
+)
+def test_a_user_role_that_plays_no_user_is_refused(tmp_path, models, user, needle):
+    config = copy.deepcopy(STUDY)
+    config["models"], config["user"] = models, user
+    result = snakemake_dry_run(tmp_path, config)
+    assert result.returncode != 0 and needle in result.stdout + result.stderr
+
+
 def test_a_user_model_needs_a_server(tmp_path):
     config = copy.deepcopy(STUDY)
     config["backend"] = {"kind": "transformers"}

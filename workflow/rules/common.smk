@@ -103,13 +103,17 @@ def shard_trials(shard):
     return first, base + (1 if shard < extra else 0)
 
 
+#: The models evaluated as arms (role agent); a model of role user only plays the user simulator.
+AGENT_MODELS = [name for name, spec in config["models"].items() if spec["role"] == "agent"]
+
+
 def all_cells(pattern):
     """``pattern`` (a cell's file, rules.episodes.output.<key>) for every cell of
     model x precision x domain x budget x repair x trial shard, in that order."""
     return [
         expand(pattern, model=m, precision=p, domain=d, budget=b, repair=repair_label(r), shard=s)[0]
         for m, p, d, b, r, s in itertools.product(
-            config["models"],
+            AGENT_MODELS,
             config["precisions"],
             config["domains"],
             config["budgets"],
@@ -142,7 +146,7 @@ def replicate_cells(pattern):
         )[0]
         for n, m, d, b, r, s in itertools.product(
             range(1, REPLICATES + 1),
-            config["models"],
+            AGENT_MODELS,
             config["domains"],
             config["budgets"],
             config["repair"],
