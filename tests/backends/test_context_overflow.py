@@ -8,11 +8,8 @@ episodes silently (seen on the demo model served by vLLM: every retail episode d
 
 from __future__ import annotations
 
-import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
 import pytest
+from stub_openai import StubOpenAIServer
 
 from flatscore.backends.base import ContextOverflowError, InfrastructureError, ModelRequest
 from flatscore.backends.openai_backend import OpenAIBackend
@@ -29,36 +26,18 @@ VLLM_OVERFLOW_BODY = {
 }
 
 
+def _overflow_for_long_prompts(body: dict, n: int) -> tuple[int, dict]:
+    """vLLM's refusal for a prompt past the context; another 400 for a short one."""
+    if len(body["messages"]) > 1:
+        return 400, VLLM_OVERFLOW_BODY
+    return 400, {"error": {"message": "tool_choice must be auto", "code": 400}}
+
+
 @pytest.fixture()
 def server():
-    hits: list[int] = []
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self):  # noqa: N802 - http.server's name
-            length = int(self.headers["Content-Length"])
-            body = json.loads(self.rfile.read(length))
-            hits.append(1)
-            if len(body["messages"]) > 1:
-                self._send(400, VLLM_OVERFLOW_BODY)
-            else:
-                self._send(400, {"error": {"message": "tool_choice must be auto", "code": 400}})
-
-        def _send(self, status, payload):
-            data = json.dumps(payload).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def log_message(self, *args):
-            pass
-
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}", hits
-    httpd.shutdown()
+    stub = StubOpenAIServer(_overflow_for_long_prompts)
+    yield stub.url, stub.requests
+    stub.close()
 
 
 def test_overflow_is_its_own_error_and_not_retried(server):

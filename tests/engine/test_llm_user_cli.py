@@ -9,12 +9,11 @@ cell's (and so MLflow's params), and the scripted user leaves the identity as it
 from __future__ import annotations
 
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
+from stub_openai import StubOpenAIServer
 
 from flatscore.cli import main
 from flatscore.tracking.cell_reader import scalar_params
@@ -40,41 +39,9 @@ def call(name: str, n: int) -> dict[str, Any]:
     )
 
 
-class StubUserServer:
-    """Answers each request with the next of ``answers`` (the last repeats); keeps the requests."""
-
-    def __init__(self, answers: list[dict[str, Any]]) -> None:
-        self.answers, self.requests = answers, []  # type: list[dict[str, Any]]
-        lock, stub = threading.Lock(), self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - http.server's name
-                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
-                with lock:
-                    reply = stub.answers[min(len(stub.requests), len(stub.answers) - 1)]
-                    stub.requests.append(body)
-                data = json.dumps(reply).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-
 @pytest.fixture
 def stub_user():
-    server = StubUserServer(
+    server = StubOpenAIServer.answering(
         [
             call("check_status_bar", 1),
             call("toggle_airplane_mode", 2),
@@ -158,7 +125,7 @@ def test_bad_user_options_are_one_line(args, needle, tmp_path, capsys):
 
 def test_a_users_malformed_output_is_the_users_and_uncounted(tmp_path, monkeypatch):
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    server = StubUserServer(
+    server = StubOpenAIServer.answering(
         [
             answer({"content": '<tool_call>{"name": "toggle_airplane_mode", "arguments": {</tool_call>'}),
             answer({"content": "Never mind. ###STOP###"}),
@@ -178,7 +145,7 @@ def test_a_users_malformed_output_is_the_users_and_uncounted(tmp_path, monkeypat
 @pytest.mark.parametrize("token", ["###STOP###", "###TRANSFER###", "###OUT-OF-SCOPE###"])
 def test_the_user_ends_the_call_on_each_of_tau2s_tokens(tmp_path, monkeypatch, token):
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    server = StubUserServer([answer({"content": f"I have to go. {token}"})])
+    server = StubOpenAIServer.answering([answer({"content": f"I have to go. {token}"})])
     try:
         record = run(tmp_path / "cell", "--user", "llm", "--user-base-url", server.url, "--user-model", "stub-user")
     finally:

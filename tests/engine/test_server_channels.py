@@ -11,12 +11,11 @@ store, i.e. redaction), that the episode was neither crashed nor dropped, and th
 from __future__ import annotations
 
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
+from stub_openai import StubOpenAIServer
 
 from flatscore.agents.base import TurnOutput, UserSimulator, UserView
 from flatscore.agents.llm import LLMAgent
@@ -46,38 +45,6 @@ def with_message(message: dict[str, Any], finish_reason: str = "tool_calls") -> 
     return out
 
 
-class StubServer:
-    """``/v1/chat/completions`` answering from a list; the last answer repeats. Counts requests."""
-
-    def __init__(self, answers: list[dict[str, Any]]) -> None:
-        self.answers, self.requests = list(answers), 0
-        stub = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - http.server's name
-                self.rfile.read(int(self.headers.get("Content-Length", 0)))
-                with threading.Lock():
-                    answer = stub.answers[min(stub.requests, len(stub.answers) - 1)]
-                    stub.requests += 1
-                data = json.dumps(answer).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-
 class AskThenThank(UserSimulator):
     """Asks once, then ends the conversation: the agent's answers decide everything else."""
 
@@ -90,7 +57,7 @@ class AskThenThank(UserSimulator):
 
 def run_episode(tmp_path, synthetic_dirs, first: dict[str, Any], domain="retail", **settings) -> dict[str, Any]:
     """One episode whose first agent answer is ``first``; its record as read back from disk."""
-    server = StubServer([first, body("plain_message")])
+    server = StubOpenAIServer.answering([first, body("plain_message")])
     backend = OpenAIBackend(server.url, "demo", api_key_env="", max_retries=0, timeout_s=10)
     dom = load_domain(domain, synthetic_dirs[domain])
     store = EpisodeStore(tmp_path / "episodes.jsonl")
@@ -238,7 +205,7 @@ def test_tau2_compat_reads_content_as_a_message(tmp_path, synthetic_dirs):
 
 
 def test_tau2_compat_drops_an_unreadable_server_answer(tmp_path, synthetic_dirs):
-    server = StubServer([with_message({"content": "", "tool_calls": 7})])
+    server = StubOpenAIServer.answering([with_message({"content": "", "tool_calls": 7})])
     backend = OpenAIBackend(server.url, "demo", api_key_env="", max_retries=0, timeout_s=10)
     dom = load_domain("retail", synthetic_dirs["retail"])
     store = EpisodeStore(tmp_path / "episodes.jsonl")
