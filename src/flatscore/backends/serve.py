@@ -42,6 +42,8 @@ from typing import Any, Sequence
 
 import httpx
 
+from flatscore.backends.offline import OFFLINE_ENV
+
 #: A transformers ``response_template`` for ChatML + Hermes tool calls (what transformers serve
 #: uses to fill ``message.tool_calls``); the same regions as its built-in Qwen2 fallback.
 HERMES_RESPONSE_TEMPLATE: dict[str, Any] = {
@@ -312,13 +314,7 @@ def transformers_serve_env(cache_dir: str | Path) -> dict[str, str]:
     """Environment for ``transformers serve`` offline: an existing hub cache, no network calls."""
     cache = Path(cache_dir)
     cache.mkdir(parents=True, exist_ok=True)
-    return {
-        "HF_HUB_CACHE": str(cache),
-        "HF_HUB_OFFLINE": "1",
-        "TRANSFORMERS_NO_ADVISORY_WARNINGS": "1",
-        "HF_HUB_DISABLE_TELEMETRY": "1",
-        "TOKENIZERS_PARALLELISM": "false",
-    }
+    return {**OFFLINE_ENV, "HF_HUB_CACHE": str(cache), "TRANSFORMERS_NO_ADVISORY_WARNINGS": "1"}
 
 
 __all__ = [

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from flatscore.atomic_write import write_json_atomic
+from flatscore.backends.offline import OFFLINE_ENV
 
 ENV_MARKER = "flatscore-env.json"
 #: Packages that break vLLM's CPU start beside the CPU torch (removed after every install).
@@ -134,14 +135,7 @@ def build_vllm_env(venv: str | Path, requirements: Path, log: Any = sys.stderr, 
 
 def vllm_cpu_env(venv: str | Path, kv_cache_gib: int, cache_dir: str | Path | None = None) -> dict[str, str]:
     """Environment of a vLLM CPU server: its KV cache size, no hub access, no usage report."""
-    env = {
-        "VLLM_CPU_KVCACHE_SPACE": str(int(kv_cache_gib)),
-        "HF_HUB_OFFLINE": "1",
-        "TRANSFORMERS_OFFLINE": "1",
-        "VLLM_NO_USAGE_STATS": "1",
-        "DO_NOT_TRACK": "1",
-        "TOKENIZERS_PARALLELISM": "false",
-    }
+    env = {**OFFLINE_ENV, "VLLM_CPU_KVCACHE_SPACE": str(int(kv_cache_gib)), "VLLM_NO_USAGE_STATS": "1"}
     if cache_dir is not None:
         env["HF_HUB_CACHE"] = str(cache_dir)
     # the venv's own binaries first (vLLM starts helper processes by name)
