@@ -1,16 +1,16 @@
-"""The NL-assertion judge against an OpenAI-compatible server (a small HTTP server here: the
+"""The NL-assertion judge against an OpenAI-compatible server (tests/stub_openai.py here: the
 boundary the judge really talks to). The server's verdict follows the conversation it is sent,
 so the tests see the transcript travel and the verdict come back into the reward."""
 
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import pytest
+from stub_openai import StubOpenAIServer
 
 from flatscore.agents.nl_judge import JudgeError, NLJudge, parse_verdicts, transcript
 from flatscore.backends.openai_backend import OpenAIBackend
@@ -19,38 +19,24 @@ from flatscore.engine.records import Termination
 from flatscore.engine.scoring import Evaluator
 
 
-class _Judge(BaseHTTPRequestHandler):
+def _judge_reply(body: dict[str, Any], n: int) -> tuple[int, dict[str, Any]]:
     """Met when the conversation mentions a refund; answers prose when asked about 'garble'."""
-
-    def do_POST(self) -> None:  # noqa: N802 (http.server's name)
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        prompt = body["messages"][-1]["content"]
-        wanted = json.loads(prompt.split("expectedOutcomes:\n", 1)[1])
-        if "garble" in prompt:
-            text = "I think it went fine."
-        else:
-            met = "refund" in prompt.split("expectedOutcomes:", 1)[0]
-            results = [{"expectedOutcome": w, "reasoning": "checked", "metExpectation": met} for w in wanted]
-            text = "```json\n" + json.dumps({"results": results}) + "\n```"
-        answer = {"choices": [{"message": {"role": "assistant", "content": text}}], "usage": {}}
-        data = json.dumps(answer).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args: object) -> None:
-        pass
+    prompt = body["messages"][-1]["content"]
+    wanted = json.loads(prompt.split("expectedOutcomes:\n", 1)[1])
+    if "garble" in prompt:
+        text = "I think it went fine."
+    else:
+        met = "refund" in prompt.split("expectedOutcomes:", 1)[0]
+        results = [{"expectedOutcome": w, "reasoning": "checked", "metExpectation": met} for w in wanted]
+        text = "```json\n" + json.dumps({"results": results}) + "\n```"
+    return 200, {"choices": [{"message": {"role": "assistant", "content": text}}], "usage": {}}
 
 
 @pytest.fixture(scope="module")
 def judge_url() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Judge)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
+    server = StubOpenAIServer(_judge_reply)
+    yield server.url
+    server.close()
 
 
 @pytest.fixture(scope="module")

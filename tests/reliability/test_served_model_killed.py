@@ -20,6 +20,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -100,6 +101,31 @@ def _lines(path: Path) -> int:
     return len(path.read_text().splitlines()) if path.exists() else 0
 
 
+def _kill_mid_cell_then_rerun(
+    work: Path, model: Path, name: str, start_cell: Callable[[Path, Path], subprocess.Popen]
+) -> int:
+    """Serve ``model``, run the cell ``start_cell(out, announce)``, SIGKILL the server after 2 episodes,
+    let the cell finish, then run the same cell uninterrupted as the reference (``cell-<name>`` and
+    ``cell-<name>-reference``). Returns how many episodes were written when the kill came."""
+    announce = work / "serving" / f"{name}.json"
+    serve = _serve(work, model, announce, work / f"serve-{name}.log")
+    try:
+        _wait_ready(announce, 600)
+        cell = work / f"cell-{name}"
+        episodes = start_cell(cell, announce)
+        done_at_kill, _ = _kill_when(cell, episodes, announce, done=2)
+        output, _ = episodes.communicate(timeout=900)
+        assert episodes.returncode == 0, output[-3000:]
+        rerun = start_cell(work / f"cell-{name}-reference", announce)
+        ref_output, _ = rerun.communicate(timeout=900)
+        assert rerun.returncode == 0, ref_output[-3000:]
+    finally:
+        serve.send_signal(signal.SIGTERM)
+        serve.wait(timeout=60)
+    assert "restart 1/3" in (work / f"serve-{name}.log").read_text()
+    return done_at_kill
+
+
 def test_a_killed_vllm_server_is_restarted_and_the_cell_loses_nothing(tmp_path):
     reason = _skip_reason()
     if reason:
@@ -109,26 +135,10 @@ def test_a_killed_vllm_server_is_restarted_and_the_cell_loses_nothing(tmp_path):
 
     data = domain_class("retail").generate(tmp_path / "retail", seed=3, n_tasks=30)
     model = build_untrained_demo(tmp_path / "model", size="tiny")
-    announce = tmp_path / "serving" / "server.json"
-    serve = _serve(tmp_path, model, announce, tmp_path / "serve.log")
-    try:
-        cell = tmp_path / "cell-killed"
-        _wait_ready(announce, 600)
-        episodes = _episodes(tmp_path, cell, announce, data, model)
-        done_at_kill, _ = _kill_when(cell, episodes, announce, done=2)
-        output, _ = episodes.communicate(timeout=900)
-        assert episodes.returncode == 0, output[-3000:]
-
-        reference = tmp_path / "cell-reference"
-        rerun = _episodes(tmp_path, reference, announce, data, model)
-        ref_output, _ = rerun.communicate(timeout=900)
-        assert rerun.returncode == 0, ref_output[-3000:]
-    finally:
-        serve.send_signal(signal.SIGTERM)
-        serve.wait(timeout=60)
-
-    _check_complete_and_equal(cell, reference, 12)
-    assert "restart 1/3" in (tmp_path / "serve.log").read_text()
+    done_at_kill = _kill_mid_cell_then_rerun(
+        tmp_path, model, "agent", lambda out, announce: _episodes(tmp_path, out, announce, data, model)
+    )
+    _check_complete_and_equal(tmp_path / "cell-agent", tmp_path / "cell-agent-reference", 12)
     print(f"\nFIGURE served model killed after {done_at_kill}/12 episodes: restarted once, 12/12 complete and equal")
 
 
@@ -154,27 +164,12 @@ def test_a_killed_user_simulator_server_is_restarted_and_the_cell_loses_nothing(
 
     data = domain_class("retail").generate(tmp_path / "retail", seed=3, n_tasks=30)
     model = build_untrained_demo(tmp_path / "user-model", size="tiny")
-    announce = tmp_path / "serving" / "user.json"
-    serve = _serve(tmp_path, model, announce, tmp_path / "serve-user.log")
-    try:
-        cell = tmp_path / "cell-user-killed"
-        _wait_ready(announce, 600)
-        episodes = _user_episodes(tmp_path, cell, announce, data)
-        done_at_kill, _ = _kill_when(cell, episodes, announce, done=2)
-        output, _ = episodes.communicate(timeout=900)
-        assert episodes.returncode == 0, output[-3000:]
-
-        reference = tmp_path / "cell-user-reference"
-        rerun = _user_episodes(tmp_path, reference, announce, data)
-        ref_output, _ = rerun.communicate(timeout=900)
-        assert rerun.returncode == 0, ref_output[-3000:]
-    finally:
-        serve.send_signal(signal.SIGTERM)
-        serve.wait(timeout=60)
-
-    _check_complete_and_equal(cell, reference, 20)
+    done_at_kill = _kill_mid_cell_then_rerun(
+        tmp_path, model, "user", lambda out, announce: _user_episodes(tmp_path, out, announce, data)
+    )
+    cell = tmp_path / "cell-user"
+    _check_complete_and_equal(cell, tmp_path / "cell-user-reference", 20)
     assert json.loads((cell / "cell.json").read_text())["identity"]["user_model"] == "demo", "not the LLM user's cell"
-    assert "restart 1/3" in (tmp_path / "serve-user.log").read_text()
     print(f"\nFIGURE user simulator's server killed after {done_at_kill}/20 episodes: restarted once, 20/20 equal")
 
 
