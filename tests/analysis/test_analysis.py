@@ -16,9 +16,12 @@ from flatscore.analysis import (
     aggregate,
     counterfactual_agreement,
     find_cell_dirs,
+    exact_tests,
     load_cells,
     stats,
 )
+from flatscore.analysis.load import split_replicates
+from flatscore.analysis.noise_floor import AA, noise_floor_table
 from flatscore.analysis.synthetic import SyntheticStudy, write_study
 
 FAST = dict(n_boot=500)
@@ -371,7 +374,8 @@ def test_closed_form_bootstrap_equals_pingouins():
 def test_no_verdict_at_the_floor_or_the_ceiling(tmp_path, shift, bound):
     """Two arms that both solve nothing (or everything) are not called equivalent: TOST at 0% vs
     0% would say "equivalent" and the report "lossless". The row says floor/ceiling instead, the
-    amplification ratio is withheld at the floor, and pass^k and budget curves mark the bound."""
+    amplification ratio is withheld at the floor, pass^k and budget curves mark the bound, and so do
+    the exact TOST on pass^1 and pass^k and the A/A noise floor's lossless verdict."""
     spec = SyntheticStudy(
         precisions=("full", "int4"),
         budgets=(60,),
@@ -379,9 +383,16 @@ def test_no_verdict_at_the_floor_or_the_ceiling(tmp_path, shift, bound):
         trials=2,
         identical=True,
         success_shift={"full": shift, "int4": shift},
+        replicates=1,
     )
     paths = write_study(spec, tmp_path)
-    ep = load_cells(paths).episodes
+    data, replicates = split_replicates(load_cells(paths))
+    ep = data.episodes
+    tost, curve = exact_tests.tost_tables(ep, margin=0.075)
+    assert len(tost) == 2 and (tost["bound"] == bound).all()  # pass^1 and pass^2
+    assert tost["tost_p"].isna().all() and not tost["equivalent_holm"].any() and curve["tost_p"].isna().all()
+    nf = noise_floor_table(ep, replicates, stats.compare_precisions(ep, **FAST))
+    assert set(nf["arm"]) == {AA, "int4"} and (nf["bound"] == bound).all() and not nf["lossless"].any()
     c = stats.compare_precisions(ep, **FAST).iloc[0]
     assert c["bound"] == bound and not c["equivalent"] and not c["equivalent_holm"]
     assert np.isnan(c["tost_p"]) and bound in c["note"]
@@ -405,5 +416,9 @@ def test_summary_says_floor_instead_of_equivalent(tmp_path):
         success_shift={"full": -2.0, "int4": -2.0},
     )
     paths = aggregate(write_study(spec, tmp_path / "cells"), tmp_path / "agg", **FAST)
-    gap_rows = [line for line in paths["summary"].read_text().splitlines() if "| largest |" in line]
+    summary = paths["summary"].read_text().splitlines()
+    gap_rows = [line for line in summary if "| largest |" in line]
     assert gap_rows and all(line.rstrip(" |").endswith("floor") for line in gap_rows), gap_rows
+    tost_rows = [line for line in summary if "| pass^1 |" in line or "| pass^2 |" in line]
+    assert len(tost_rows) == 2 and all(line.rstrip(" |").endswith("| floor") for line in tost_rows), tost_rows
+    assert not any(line.rstrip(" |").endswith("| yes") for line in tost_rows)

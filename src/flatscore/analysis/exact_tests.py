@@ -22,6 +22,7 @@ import pingouin as pg
 from statsmodels.stats.contingency_tables import cochrans_q, mcnemar
 from statsmodels.stats.proportion import proportion_confint
 
+from flatscore.analysis.bounds import success_bound
 from flatscore.analysis.comparisons import holm
 from flatscore.analysis.tasks import ALPHA, ARM_KEYS, CMP_KEYS, REFERENCE_PRECISION, pass_hat_k
 
@@ -180,6 +181,8 @@ def tost_tables(episodes: pd.DataFrame, margin: float) -> tuple[pd.DataFrame, pd
                 both = wide[[REFERENCE_PRECISION, prec]].dropna()
                 x, y = both[prec].to_numpy(float), both[REFERENCE_PRECISION].to_numpy(float)
                 base = {**dict(zip(CMP_KEYS, key)), "precision": prec, "metric": f"pass^{k}", "k": k}
+                # both arms at 0% (or 100%) on every task: nothing to test, no equivalence verdict
+                bound = success_bound(x, y)
                 rows.append(
                     {
                         **base,
@@ -188,13 +191,16 @@ def tost_tables(episodes: pd.DataFrame, margin: float) -> tuple[pd.DataFrame, pd
                         "value_treat": float(x.mean()) if len(x) else math.nan,
                         "diff": float((x - y).mean()) if len(x) else math.nan,
                         "tost_margin": margin,
-                        "tost_p": tost_p(x, y, margin),
+                        "tost_p": math.nan if bound else tost_p(x, y, margin),
+                        "bound": bound,
                     }
                 )
-                curve += [{**base, "margin": m, "tost_p": tost_p(x, y, m)} for m in TOST_MARGINS]
+                curve += [
+                    {**base, "margin": m, "tost_p": math.nan if bound else tost_p(x, y, m)} for m in TOST_MARGINS
+                ]
     base_cols = [*CMP_KEYS, "precision", "metric", "k"]
     table = pd.DataFrame(
-        rows, columns=[*base_cols, "n_tasks", "value_ref", "value_treat", "diff", "tost_margin", "tost_p"]
+        rows, columns=[*base_cols, "n_tasks", "value_ref", "value_treat", "diff", "tost_margin", "tost_p", "bound"]
     )
     table = holm(table, "tost_p")
     table["equivalent_holm"] = table["tost_p_holm"] < ALPHA

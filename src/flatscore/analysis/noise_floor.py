@@ -12,7 +12,9 @@ Each quantized arm is set beside that floor, per (study, model, domain, budget, 
 
 A quantized arm is called *lossless* only if both hold: TOST equivalence of the per-task pass
 rates (the comparisons table) and a flip rate within the A/A one (at most the upper end of the
-A/A flip rate's interval). Without replicates there is no floor and no arm is called lossless.
+A/A flip rate's interval). Without replicates there is no floor and no arm is called lossless;
+where both arms pass no episode (or every one) ``bound`` says ``floor`` (``ceiling``) and no arm
+is called lossless either: agreeing on failing everything says nothing about the quantization.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import numpy as np
 import pandas as pd
 import pingouin as pg
 
+from flatscore.analysis.bounds import success_bound
 from flatscore.analysis.exact_tests import episode_pairs, mcnemar_exact, passed
 from flatscore.analysis.load import REPLICATE
 from flatscore.analysis.tasks import ALPHA, CMP_KEYS, REFERENCE_PRECISION
@@ -87,14 +90,16 @@ def noise_floor_table(
                 aa = {**mcnemar_exact(ref.astype(bool), tr.astype(bool))}
                 aa["icc"], aa["icc_ci_low"], aa["icc_ci_high"] = icc1(r_g[[REFERENCE_PRECISION, *reps]])
                 aa["gap"] = float((r_g[reps].mean(axis=1) - r_g[REFERENCE_PRECISION]).mean())
-                rows.append({**grp, "arm": AA, "replicates": len(reps), **_row(aa)})
+                rows.append({**grp, "arm": AA, "replicates": len(reps), **_row(aa), "bound": success_bound(ref, tr)})
             for prec in quants:
                 sub = g[[REFERENCE_PRECISION, prec]].dropna()
                 q = mcnemar_exact(sub[REFERENCE_PRECISION].to_numpy(bool), sub[prec].to_numpy(bool))
                 q["icc"], q["icc_ci_low"], q["icc_ci_high"] = icc1(r_g[[REFERENCE_PRECISION, prec]])
                 q["gap"] = float((r_g[prec] - r_g[REFERENCE_PRECISION]).mean())
                 tost, equivalent = eq.get((*key, prec), (math.nan, False))
+                bound = success_bound(sub[REFERENCE_PRECISION], sub[prec])
                 row = {**grp, "arm": prec, "replicates": len(reps), **_row(q), "tost_p": tost, "equivalent": equivalent}
+                row["bound"] = bound
                 if aa is not None:
                     within = bool(q["flip_rate"] <= aa["flip_ci_high"])
                     row.update(
@@ -103,7 +108,7 @@ def noise_floor_table(
                         aa_flip_ci_high=aa["flip_ci_high"],
                         aa_icc=aa["icc"],
                         flip_within_aa=within,
-                        lossless=bool(equivalent and within),
+                        lossless=bool(equivalent and within and not bound),
                     )
                 else:
                     row.update(flip_within_aa=False, lossless=False)
@@ -136,4 +141,5 @@ NOISE_FLOOR_COLUMNS = [
     "aa_icc",
     "flip_within_aa",
     "lossless",
+    "bound",
 ]

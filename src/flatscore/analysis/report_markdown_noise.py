@@ -51,14 +51,22 @@ def _noise_floor(nf: pd.DataFrame, skipped: list[str]) -> list[str]:
     cols += ["aa_gap", "aa_flip_rate", "tost_p", "flip_within_aa", "lossless"]
     heads += ["A/A gap pts", "A/A flip %", "TOST p", "flips within A/A", "lossless"]
     fmt = {"gap": _pct, "flip_rate": _pct, "aa_gap": _pct, "aa_flip_rate": _pct, "flip_ci": str, "icc_ci": str}
-    fmt |= {"tost_p": _p, "flip_within_aa": _yes, "lossless": _yes, "arm": str}
+    fmt |= {"tost_p": _p, "flip_within_aa": _yes, "lossless": str, "arm": str}
+    n = n.assign(lossless=_verdicts(n, "lossless"))
     L += [md_table(n, cols, heads, fmt=fmt), ""]
     L += [
         "Flip rate: share of (task, trial) episode pairs whose verdict differs from full precision's (Wilson "
-        "interval). Lossless = TOST-equivalent and a flip rate at most the A/A interval's upper end.",
+        "interval). Lossless = TOST-equivalent and a flip rate at most the A/A interval's upper end; "
+        "floor (ceiling): both arms fail (pass) every episode, so no verdict.",
         "",
     ]
     return L
+
+
+def _verdicts(df: pd.DataFrame, column: str) -> list[str]:
+    """yes / no, or the bound (floor, ceiling) where the row has one: a bound gets no verdict."""
+    bounds = df["bound"].fillna("") if "bound" in df.columns else [""] * len(df)
+    return [b if b else _yes(v) for v, b in zip(df[column], bounds)]
 
 
 def _yes(v) -> str:
@@ -95,7 +103,9 @@ def _exact(t: dict[str, pd.DataFrame], margin: float, skipped: list[str]) -> lis
         heads += [f"TOST p (±{_pct(margin)} pts)", "Holm", "equivalent (Holm)"]
         fmt = {"value_ref": _pct, "value_treat": _pct, "diff": _pct, "metric": str, "tost_p": _p}
         L += ["TOST on pass^1 and pass^k (per-task values; the curve over margins: tost_curve.csv):", ""]
-        L += [md_table(_kmax(tost), cols, heads, fmt=fmt | {"tost_p_holm": _p}), ""]
+        tost = _kmax(tost)
+        tost = tost.assign(equivalent_holm=_verdicts(tost, "equivalent_holm"))
+        L += [md_table(tost, cols, heads, fmt=fmt | {"tost_p_holm": _p, "equivalent_holm": str}), ""]
     iv = t["intervals"]
     if len(iv):
         iv = _kmax(iv).assign(
