@@ -15,8 +15,8 @@ from flatscore.analysis import (
     CorruptRecordError,
     aggregate,
     counterfactual_agreement,
-    find_cell_dirs,
     exact_tests,
+    find_cell_dirs,
     load_cells,
     stats,
 )
