@@ -195,9 +195,7 @@ def tost_tables(episodes: pd.DataFrame, margin: float) -> tuple[pd.DataFrame, pd
                         "bound": bound,
                     }
                 )
-                curve += [
-                    {**base, "margin": m, "tost_p": math.nan if bound else tost_p(x, y, m)} for m in TOST_MARGINS
-                ]
+                curve += [{**base, "margin": m, "tost_p": math.nan if bound else tost_p(x, y, m)} for m in TOST_MARGINS]
     base_cols = [*CMP_KEYS, "precision", "metric", "k"]
     table = pd.DataFrame(
         rows, columns=[*base_cols, "n_tasks", "value_ref", "value_treat", "diff", "tost_margin", "tost_p", "bound"]
