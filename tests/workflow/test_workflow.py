@@ -123,7 +123,10 @@ def test_tables_cover_every_cell_and_plots_are_images(study):
         with Image.open(path) as image:
             assert image.width > 100 and image.height > 100
         assert path.stat().st_size > 2000
+    assert not list(agg.glob("*.png")), "the figures live once, in plots/"
     summary = (agg / "summary.md").read_text()
+    links = re.findall(r"\]\(([^)]+\.png)\)", summary)
+    assert links and all((agg / link).is_file() for link in links), links
     assert "K=10" in summary or "K = 10" in summary or "budget" in summary.lower()
     index = (study / "results" / "report" / "index.md").read_text()
     for name in ("budget_curves", "amplification", "repair"):

@@ -112,15 +112,18 @@ def aggregate(
         p = out_dir / f"{name}.csv"
         tables[name].to_csv(p, index=False)
         paths[name] = p
+    # the figures live once, in plots/ (the workflow's report collects that folder; summary.md links it)
+    fig_dir = out_dir / "plots"
+    fig_dir.mkdir(exist_ok=True)
     figs = {
-        "plot_budget_curves": plots.plot_budget_curves(tables["budget_curves"], out_dir / "budget_curves.png"),
-        "plot_amplification": plots.plot_amplification(tables["amplification"], out_dir / "amplification.png"),
-        "plot_repair": plots.plot_repair(tables["repair"], out_dir / "repair.png"),
+        "plot_budget_curves": plots.plot_budget_curves(tables["budget_curves"], fig_dir / "budget_curves.png"),
+        "plot_amplification": plots.plot_amplification(tables["amplification"], fig_dir / "amplification.png"),
+        "plot_repair": plots.plot_repair(tables["repair"], fig_dir / "repair.png"),
         "plot_first_divergence": plots_divergence.plot_first_divergence(
-            tables["divergence"], tables["divergence_channels"], out_dir / "first_divergence.png"
+            tables["divergence"], tables["divergence_channels"], fig_dir / "first_divergence.png"
         ),
-        "plot_noise_floor": plots_divergence.plot_noise_floor(tables["noise_floor"], out_dir / "noise_floor.png"),
-        "plot_tost_curve": plots_divergence.plot_tost_curve(tables["tost_curve"], out_dir / "tost_curve.png"),
+        "plot_noise_floor": plots_divergence.plot_noise_floor(tables["noise_floor"], fig_dir / "noise_floor.png"),
+        "plot_tost_curve": plots_divergence.plot_tost_curve(tables["tost_curve"], fig_dir / "tost_curve.png"),
     }
     paths.update({k: v for k, v in figs.items() if v is not None})
     summary = out_dir / "summary.md"

@@ -79,7 +79,7 @@ def render_summary(
         if p is None:
             skipped.append(f"{k}: nothing to draw")
         else:
-            L.append(f"![{k}]({Path(p).name})")
+            L.append(f"![{k}](plots/{Path(p).name})")
     L += [""]
 
     # success with unscored beside

@@ -38,7 +38,8 @@ def collect_plots(out: Path, written: Mapping[str, Any]) -> None:
         source = written.get(f"plot_{name}")
         target = folder / f"{name}.png"
         if source and Path(source).exists():
-            shutil.copyfile(source, target)
+            if Path(source).resolve() != target.resolve():
+                shutil.copyfile(source, target)
             continue
         fig, ax = plt.subplots(figsize=(5, 2))
         ax.axis("off")
@@ -52,14 +53,14 @@ def write_report_page(aggregate_dir: Path, out: Path) -> Path:
     browse the runs. The figures appear once, linked to ``plots/`` from the report's own folder."""
     out.parent.mkdir(parents=True, exist_ok=True)
     summary = raw = (aggregate_dir / "summary.md").read_text()
-    # summary.md links its figures beside itself; from the report's folder they are elsewhere
+    # summary.md links its figures in its own plots/; from the report's folder they are elsewhere
     summary = re.sub(
-        r"\]\(([^)/]+\.png)\)",
-        lambda m: "](" + os.path.relpath(aggregate_dir / "plots" / m.group(1), out.parent) + ")",
+        r"\]\((plots/[^)/]+\.png)\)",
+        lambda m: "](" + os.path.relpath(aggregate_dir / m.group(1), out.parent) + ")",
         summary,
     )
     lines = [summary.rstrip()]
-    placeholders = [p for p in sorted((aggregate_dir / "plots").glob("*.png")) if f"]({p.name})" not in raw]
+    placeholders = [p for p in sorted((aggregate_dir / "plots").glob("*.png")) if f"](plots/{p.name})" not in raw]
     if placeholders:
         lines += ["", "## Plots this design cannot give", ""]
         lines += [f"![{p.stem}]({os.path.relpath(p, out.parent)})" for p in placeholders]
