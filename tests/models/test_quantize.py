@@ -194,6 +194,21 @@ def test_w8a16_awq(q8, q4, base, calibration):
     assert torch.nn.functional.cosine_similarity(l8, lb, dim=-1).mean() > 0.99
 
 
+def test_the_same_quantization_from_another_folder_has_the_same_identity(base, tmp_path):
+    """Two fresh clones of a study quantize the same weights from different absolute paths: the
+    manifest records where the source lay, but its sha (each cell's model identity) must not see it.
+    Before, the absolute base path was in the sha, so a fresh clone superseded every quantized cell."""
+    import shutil
+
+    elsewhere = tmp_path / "clone" / "full"
+    shutil.copytree(base, elsewhere)
+    a = quantize_model(base, tmp_path / "a", scheme="w4a16", calibration=["hello world"], awq=False, num_threads=1)
+    b = quantize_model(elsewhere, tmp_path / "b", scheme="w4a16", calibration=["hello world"], awq=False, num_threads=1)
+    assert a.weights_sha256 == b.weights_sha256
+    assert a.to_dict()["base_path"] != b.to_dict()["base_path"]
+    assert a.sha == b.sha
+
+
 def test_rtn_arm_and_prepare_precision(base, q4, tmp_path):
     m = quantize_model(base, tmp_path / "rtn", scheme="w4a16", calibration=["hello world"], awq=False, num_threads=1)
     assert m.method == "rtn" and "AWQModifier" not in m.recipe

@@ -11,8 +11,10 @@ from pydantic import BaseModel, ConfigDict
 
 MANIFEST_NAME = "flatscore_manifest.json"
 
-# Fields that vary from run to run without changing the model: left out of `sha`.
-VOLATILE_FIELDS = frozenset({"seconds", "created_at", "loss_curve_seconds", "host"})
+# Fields that vary from run to run without changing the model: left out of `sha`. ``base_path``
+# is where the source folder or file lay: moving a study or cloning it anew must not change any
+# cell's identity (the source's content is in base_manifest_sha / base_weights_sha256).
+VOLATILE_FIELDS = frozenset({"seconds", "created_at", "loss_curve_seconds", "host", "base_path"})
 
 
 def sha256_json(obj: Any) -> str:
