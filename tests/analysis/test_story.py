@@ -51,3 +51,31 @@ def test_report_page_shows_each_figure_once_with_working_links(tmp_path):
 
     assert len(links) == len(PLOTS) and len(set(links)) == len(links), links
     assert all((page.parent / link).is_file() for link in links), links
+
+
+def test_at_the_floor_the_story_gives_counts_and_divergence_instead_of_ratios(tmp_path):
+    """Both arms at 0%: no ratio and no verdict, but the answer still says which errors moved and
+    where the quantized trajectories left full precision's (here planted at message 8, even trials)."""
+    spec = SyntheticStudy(
+        precisions=("full", "int4"),
+        budgets=(10,),
+        n_tasks=12,
+        trials=2,
+        infra_rate=0.0,
+        success_shift={"full": -2.0, "int4": -2.0},
+        divergence_turn=8,
+    )
+    paths = aggregate(write_study(spec, tmp_path / "cells"), tmp_path / "agg", n_boot=200)
+    text = paths["summary"].read_text()
+    story = text[text.index("## The answer") : text.index("## Figures")]
+    assert "a floor, nothing to compare" in story and " x" not in story.split("Errors at K=10:")[1].split("\n")[0]
+    line = next(s for s in story.splitlines() if "Errors at K=10:" in s)
+    assert "no ratio at the floor; error counts, full -> int4:" in line
+    counts = re.findall(r"(\w+) (\d+) -> (\d+)", line)
+    import pandas as pd
+
+    amp = pd.read_csv(paths["amplification"]).set_index("channel")
+    assert counts and all(
+        (int(amp.loc[c, "count_ref"]), int(amp.loc[c, "count_treat"])) == (int(a), int(b)) for c, a, b in counts
+    )
+    assert "Trajectories at K=10: 12/24 episode pairs leave full precision's (first divergence at message 8" in story

@@ -47,6 +47,16 @@ def _gap_sentence(row: pd.Series, margin: float) -> str:
 
 def _amplified(amp: pd.DataFrame, precision: str) -> str:
     rows = amp[(amp["precision"].astype(str) == precision) & (amp["channel"] != "all_errors")]
+    if len(rows) and (rows["bound"].fillna("") == FLOOR).all():
+        # no ratio at the floor; the counts still say which mistakes the quantized arm made more often
+        moved = rows[(rows["count_ref"] + rows["count_treat"]) > 0].copy()
+        moved = moved[moved["channel"] != "hallucinated_tool"]  # the sum of two channels already listed
+        moved["change"] = (moved["count_treat"] - moved["count_ref"]).abs()
+        parts = [
+            f"{r['channel']} {int(r['count_ref'])} -> {int(r['count_treat'])}"
+            for _, r in moved.sort_values("change", ascending=False, kind="stable").head(4).iterrows()
+        ]
+        return "no ratio at the floor; error counts, full -> " + precision + ": " + (", ".join(parts) or "none")
     up = rows[rows["ratio_per_task_ci_low"] > 1.0].sort_values("ratio_per_task", ascending=False)
     down = rows[rows["ratio_per_task_ci_high"] < 1.0]
     parts = [f"{r['channel']} x{r['ratio_per_task']:.2f}" for _, r in up.iterrows()]
@@ -82,6 +92,28 @@ def _power_sentence(power: pd.DataFrame | None, model: str, domain: str, budget:
     return f"- Power at K={budget} with {n_now} tasks (paired, alpha 0.05) to detect a gap of " + "; ".join(parts) + "."
 
 
+def _diverged(div: pd.DataFrame | None, model: str, domain: str, budget: int, precision: str) -> str:
+    """Where the quantized trajectories first left full precision's: news even where no verdict is."""
+    if div is None or len(div) == 0:
+        return ""
+    rows = div[
+        (div["model"].astype(str) == model)
+        & (div["domain"].astype(str) == domain)
+        & (div["budget"] == budget)
+        & ~div["repair"].astype(bool)
+        & (div["precision"].astype(str) == precision)
+    ]
+    if len(rows) == 0:
+        return ""
+    r = rows.iloc[0]
+    text = (
+        f"  Trajectories at K={budget}: {int(r['n_diverged'])}/{int(r['n_pairs'])} episode pairs leave full precision's"
+    )
+    if int(r["n_diverged"]):
+        text += f" (first divergence at message {r['turn_median']:.0f}, median)"
+    return text + "."
+
+
 def study_story(t: dict[str, pd.DataFrame], margin: float) -> list[str]:
     """Markdown lines of the answer for this run; empty where no quantized/full pair exists."""
     comparisons = t["comparisons"]
@@ -111,6 +143,9 @@ def study_story(t: dict[str, pd.DataFrame], margin: float) -> list[str]:
             ]
             if len(arm_amp):
                 lines.append(f"  Errors at K={loose_k}: {_amplified(arm_amp, str(precision))}.")
+            diverged = _diverged(t.get("divergence_summary"), str(model), str(domain), loose_k, str(precision))
+            if diverged:
+                lines.append(diverged)
         power = _power_sentence(t.get("power"), str(model), str(domain), loose_k)
         if power:
             lines.append(power)
