@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -26,7 +25,8 @@ PLOTS = {
 
 
 def collect_plots(out: Path, written: Mapping[str, Any]) -> None:
-    """Put every plot of :data:`PLOTS` in ``out/plots/``; a missing one becomes a placeholder."""
+    """Make every plot of :data:`PLOTS` exist in ``out/plots/``: :func:`aggregate` draws the ones its
+    design allows there; each one it did not draw becomes a placeholder (replacing a stale figure)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -38,8 +38,6 @@ def collect_plots(out: Path, written: Mapping[str, Any]) -> None:
         source = written.get(f"plot_{name}")
         target = folder / f"{name}.png"
         if source and Path(source).exists():
-            if Path(source).resolve() != target.resolve():
-                shutil.copyfile(source, target)
             continue
         fig, ax = plt.subplots(figsize=(5, 2))
         ax.axis("off")

@@ -45,6 +45,16 @@ def _gap_sentence(row: pd.Series, margin: float) -> str:
     )
 
 
+def _repair_off_at(df: pd.DataFrame, model: str, domain: str, budget: int) -> pd.DataFrame:
+    """The rows of one (model, domain, budget) with repair off: what the answer reads per group."""
+    return df[
+        (df["model"].astype(str) == model)
+        & (df["domain"].astype(str) == domain)
+        & (df["budget"] == budget)
+        & ~df["repair"].astype(bool)
+    ]
+
+
 def _amplified(amp: pd.DataFrame, precision: str) -> str:
     rows = amp[(amp["precision"].astype(str) == precision) & (amp["channel"] != "all_errors")]
     if len(rows) and (rows["bound"].fillna("") == FLOOR).all():
@@ -70,13 +80,8 @@ def _power_sentence(power: pd.DataFrame | None, model: str, domain: str, budget:
     """What gap this run could have detected: an inconclusive verdict is only news beside it."""
     if power is None or len(power) == 0:
         return ""
-    rows = power[
-        (power["model"].astype(str) == model)
-        & (power["domain"].astype(str) == domain)
-        & (power["budget"] == budget)
-        & ~power["repair"].astype(bool)
-        & (power["kind"] == "success_gap")
-    ]
+    rows = _repair_off_at(power, model, domain, budget)
+    rows = rows[rows["kind"] == "success_gap"]
     if len(rows) == 0:
         return ""
     worst = rows.sort_values("power_now").groupby("target", sort=True).first().reset_index()
@@ -96,13 +101,8 @@ def _diverged(div: pd.DataFrame | None, model: str, domain: str, budget: int, pr
     """Where the quantized trajectories first left full precision's: news even where no verdict is."""
     if div is None or len(div) == 0:
         return ""
-    rows = div[
-        (div["model"].astype(str) == model)
-        & (div["domain"].astype(str) == domain)
-        & (div["budget"] == budget)
-        & ~div["repair"].astype(bool)
-        & (div["precision"].astype(str) == precision)
-    ]
+    rows = _repair_off_at(div, model, domain, budget)
+    rows = rows[rows["precision"].astype(str) == precision]
     if len(rows) == 0:
         return ""
     r = rows.iloc[0]
@@ -135,12 +135,7 @@ def study_story(t: dict[str, pd.DataFrame], margin: float) -> list[str]:
                 tight = rows[rows["budget"] == tight_k].iloc[0]
                 sentence += f"; {_gap_sentence(tight, margin)}"
             lines.append(sentence + ".")
-            arm_amp = amp[
-                (amp["model"].astype(str) == str(model))
-                & (amp["domain"].astype(str) == str(domain))
-                & (amp["budget"] == loose_k)
-                & ~amp["repair"].astype(bool)
-            ]
+            arm_amp = _repair_off_at(amp, str(model), str(domain), loose_k)
             if len(arm_amp):
                 lines.append(f"  Errors at K={loose_k}: {_amplified(arm_amp, str(precision))}.")
             diverged = _diverged(t.get("divergence_summary"), str(model), str(domain), loose_k, str(precision))
