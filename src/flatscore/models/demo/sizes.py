@@ -34,8 +34,11 @@ SIZES: dict[str, dict[str, Any]] = {
         "num_key_value_heads": 3,
         "max_position_embeddings": 2048,
         "max_len": 2048,
-        # fixed, never cut by the clock: the same data and seed give the same model on any load
-        "steps": 800,
+        # fixed, never cut by the clock: the same data and seed give the same model on any load.
+        # 1600, not 800: on 40 held-out telecom tasks (K=10, full precision, 2-core Intel AMX) the
+        # 800-step model solved 0, this one 5; teacher-forced, its phone requests went from 128/166
+        # to 146/166 right. Retail stays at 0/40 either way: neither copies ids yet (see README)
+        "steps": 1600,
         "bf16": "auto",
         "lr": 3e-3,
         # 2, not 4: under the time cap, twice the updates of half the size learnt more (measured
