@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from flatscore.agents.diagnosing_expert import CHECKS, DiagnosingExpertAgent, fix_groups, task_issue
+from flatscore.agents.diagnosing_expert import CHECKS, VERIFY, DiagnosingExpertAgent, fix_groups, task_issue
 from flatscore.agents.expert import ExpertAgent
 from flatscore.agents.user_requests import REQUEST_PREFIX
 from flatscore.agents.users import ScriptedUser
@@ -96,17 +96,31 @@ def test_every_fix_follows_the_check_that_reveals_it(generated: TelecomDomain) -
 
 def test_checks_depend_only_on_the_reported_issue(generated: TelecomDomain) -> None:
     """The sequence of checks (fixes removed) is one fixed script per issue: learnable from the
-    user's first message alone."""
+    user's first message alone. The account part follows only where the user's goal check (after
+    the phone part) shows the issue still there, i.e. where a fault sits on the account."""
     episodes, _ = _run(generated, DiagnosingExpertAgent, generated.tasks())
-    check_names = {c.name for c in CHECKS if c.name}
+    check_names = {c.name for c in CHECKS if c.name} | set(VERIFY.values())
+    account_heads = {head for c in CHECKS if c.requestor != "user" for head in c.reveals}
     scripts: dict[str, set[tuple[str, ...]]] = {}
+    closed_on_phone = 0
     for episode in episodes:
         if episode.task.actions and episode.task.actions[-1].name == "transfer_to_human_agents":
             continue  # the transfer ends the script early, where the cause shows
-        script = tuple(n for _, n in _agent_steps(episode) if n in check_names)
-        scripts.setdefault(task_issue(episode.task), set()).add(script)
-    assert set(scripts) == {"service_issue", "mobile_data_issue", "mms_issue"}
+        issue = task_issue(episode.task)
+        names = [n for _, n in _agent_steps(episode)]
+        script = tuple(n for n in names if n in check_names)
+        verify = script.index(VERIFY[issue])
+        scripts.setdefault(issue, set()).add(script[: verify + 1])
+        on_account = any(a.name in account_heads for a in episode.task.actions)
+        assert ("get_customer_by_phone" in names) == on_account, episode.task.id
+        if on_account:
+            scripts.setdefault(f"{issue} account", set()).add(script[verify + 1 :])
+        else:
+            assert names[-1] == VERIFY[issue], episode.task.id  # then the closing message
+            closed_on_phone += 1
+    assert {"service_issue", "mobile_data_issue", "mms_issue"} <= set(scripts)
     assert all(len(v) == 1 for v in scripts.values()), scripts
+    assert closed_on_phone > 10
 
 
 def test_fix_groups_keep_follow_ups_with_their_fault() -> None:

@@ -381,6 +381,36 @@ def test_labelled_loss_equals_the_model_loss(tokenizer, convs):
     assert all(torch.allclose(a, b, atol=1e-6) for a, b in zip(g_ref, g_ours))
 
 
+def test_context_loss_adds_the_weighted_loss_on_every_other_real_token(tokenizer, convs):
+    """With a context weight, the loss is the assistant tokens' mean loss plus that weight times the
+    mean loss on every other non-padding token (user turns, tool results, tool list), computed
+    here from the model's full logits."""
+    from transformers import LlamaForCausalLM
+
+    from flatscore.models.demo.sizes import llama_config
+    from flatscore.models.demo.train import IGNORE, _collate, labelled_loss
+
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(llama_config("tiny", tokenizer)).eval()
+    pieces = [encode_for_training(tokenizer, c, 4096)[0] for c in convs[:3]]
+    x, y = pieces[1]
+    pieces[1] = (x[: len(x) // 2], y[: len(y) // 2])  # a shorter row: its padding must not count
+    batch = _collate(pieces, tokenizer.pad_token_id)
+    ids, labels, mask = batch["input_ids"], batch["labels"], batch["attention_mask"]
+    with torch.no_grad():
+        logits = model(input_ids=ids).logits[:, :-1]
+        ce = torch.nn.functional.cross_entropy(logits.transpose(1, 2), ids[:, 1:], reduction="none")
+        assistant = labels[:, 1:] != IGNORE
+        context = ~assistant & (mask[:, 1:] > 0)
+        expected = ce[assistant].mean() + 0.5 * ce[context].mean()
+        ours = labelled_loss(model, ids, labels, mask, context_weight=0.5)
+        plain = labelled_loss(model, ids, labels, mask, context_weight=0.0)
+    assert torch.allclose(ours, expected, atol=1e-5), (ours, expected)
+    assert torch.allclose(plain, ce[assistant].mean(), atol=1e-5)
+    with pytest.raises(ValueError, match="attention mask"):
+        labelled_loss(model, ids, labels, None, context_weight=0.5)
+
+
 def test_batch_encoding_equals_one_at_a_time(tokenizer, convs):
     from flatscore.models.demo.train import encode_all
 

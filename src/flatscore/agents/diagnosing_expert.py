@@ -12,6 +12,10 @@ evidence first, the way tau2's troubleshooting policy asks a human agent to work
    number (``get_customer_by_phone``, then ``get_details_by_id`` per line until the numbers match);
 3. then the account checks (roaming on the line, data usage, bills), each followed by its fixes.
 
+Between 1 and 2 the user checks the goal on their phone (status bar, speed test, MMS); where the
+phone fixes were all the task needed, that shows the issue gone and the agent closes: a task
+whose faults all sit on the phone is solved without copying any identifier.
+
 So every fix follows the observation that calls for it, and the list of checks depends only on
 the issue the user reports: both are things a small model can pick up from the conversation.
 The phone comes first because its checks and fixes need no identifiers: a model that cannot yet
@@ -84,6 +88,9 @@ CHECKS: tuple[Check, ...] = (
         needs=("customer_id",),
     ),
 )
+#: What the user runs on their phone to see whether their issue is gone (the task's goal, as they
+#: would check it), after the phone checks and before the account is looked up.
+VERIFY = {"service_issue": "check_status_bar", "mobile_data_issue": "run_speed_test", "mms_issue": "can_send_mms"}
 PHONE_CHECKS = tuple(c for c in CHECKS if c.requestor == "user")
 ACCOUNT_CHECKS = tuple(c for c in CHECKS if c.requestor != "user")
 #: A ground-truth action whose name is here starts a fault's fix; any other action (reboot,
@@ -170,6 +177,8 @@ class _Diagnosis:
     lookup_done: bool = False
     placed: set[int] = field(default_factory=set)
     phone_plan: list[Action] | None = None
+    verified: bool = False
+    solved_on_phone: bool = False
     account_plan: list[Action] | None = None
     position: int = 0
 
@@ -219,6 +228,14 @@ class DiagnosingExpertAgent(ExpertAgent):
             return self._do(d, d.phone_plan, view)
         if _ends_in_transfer(d.phone_plan):
             return TurnOutput(content=TRANSFER_MESSAGE)
+        if not d.verified:
+            # The user checks the goal on the phone; where the phone fixes were all the task needed
+            # that check shows the issue gone and the call ends without any id being copied.
+            d.verified = True
+            d.solved_on_phone = len(d.placed) == len(fix_groups(view.task.actions))
+            return TurnOutput(content=format_user_request(VERIFY[task_issue(view.task)], {}))
+        if d.solved_on_phone:
+            return TurnOutput(content=closing_message(view))
         if not d.lookup_done:
             call = self._lookup_step(view, d)
             if call is not None:

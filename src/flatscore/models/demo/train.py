@@ -143,18 +143,41 @@ def _collate(batch: list[tuple[list[int], list[int]]], pad_id: int) -> dict[str,
     return {"input_ids": ids, "labels": lab, "attention_mask": att}
 
 
-def labelled_loss(model: LlamaForCausalLM, input_ids: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+def labelled_loss(
+    model: LlamaForCausalLM,
+    input_ids: torch.Tensor,
+    labels: torch.Tensor,
+    attention_mask: torch.Tensor | None = None,
+    context_weight: float = 0.0,
+) -> torch.Tensor:
     """Next-token cross-entropy on the labelled positions, the LM head run on those alone.
 
     The same value as ``model(input_ids, labels=labels).loss`` (mean over labelled tokens), but
     only ~10% of a demonstration's tokens are the assistant's: running the 6,000-way LM head
     on the other 90% was ~15% of a default-size step's FLOPs, spent on logits nobody reads.
+
+    ``context_weight`` > 0 adds that weight times the mean loss on the other real tokens (user
+    turns, tool results, tool list; padding excluded by ``attention_mask``). Why: an agent's
+    decisions rest on reading what tools return, and ids recur across a dialogue; predicting
+    those tokens too gives ~10x the training signal per step. Measured on 40 held-out telecom
+    tasks (default size, 1600 steps, 2-core Intel AMX): 6 solved without it, 16 with weight 0.5, 17
+    with 1.0 (and 1/144 retail calls right, teacher-forced, instead of 0: ids begin to be copied).
     """
     hidden = model.model(input_ids=input_ids).last_hidden_state[:, :-1]
     targets = labels[:, 1:]
     keep = targets != IGNORE
     logits = model.lm_head(hidden[keep])
-    return torch.nn.functional.cross_entropy(logits.float(), targets[keep])
+    loss = torch.nn.functional.cross_entropy(logits.float(), targets[keep])
+    if context_weight <= 0:
+        return loss
+    if attention_mask is None:
+        raise ValueError("context_weight > 0 needs the attention mask (which tokens are padding)")
+    context = ~keep & (attention_mask[:, 1:] > 0)
+    if not bool(context.any()):
+        return loss
+    context_logits = model.lm_head(hidden[context])
+    context_loss = torch.nn.functional.cross_entropy(context_logits.float(), input_ids[:, 1:][context])
+    return loss + context_weight * context_loss
 
 
 def cpu_bf16_supported() -> bool:
@@ -191,7 +214,8 @@ def train_demo_model(
     """Train tokenizer + randomly initialised LlamaForCausalLM on `conversations`, save an HF dir.
 
     Each conversation is {"messages": [...OpenAI chat messages...], "tools": [...OpenAI tools...]}.
-    The loss is on assistant tokens only. Training runs exactly `steps` steps (None: the size's
+    The loss is on assistant tokens; where the size has a ``context_loss_weight``, that weight times
+    the loss on every other token (user turns, tool results) is added (see :func:`labelled_loss`). Training runs exactly `steps` steps (None: the size's
     default), so the same conversations, size, seed and machine give the same weights: a model
     whose training stopped on wall-clock time would differ with the machine's load, and so would
     every number of a study built on it. `max_seconds` is only a guard: past it, training fails
@@ -269,6 +293,7 @@ def _train(
         drills = copy_drills(conversations, drill_context, phone_repeats)
         examples += encode_rendered(tokenizer, drills, max_len)
     max_batch_tokens = spec.get("max_batch_tokens")
+    context_weight = float(spec.get("context_loss_weight") or 0.0)
     n_tokens = sum(len(x) for x, _ in examples)
     n_label = sum(sum(1 for t in y if t != IGNORE) for _, y in examples)
     if n_label == 0:
@@ -311,7 +336,9 @@ def _train(
         # can see the padding after it (its labels are ignored), so the mask changes nothing but
         # forces SDPA off its fused causal kernel (1.6x slower per step at 1,800 tokens).
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
-            loss = labelled_loss(model, batch["input_ids"], batch["labels"])
+            loss = labelled_loss(
+                model, batch["input_ids"], batch["labels"], batch["attention_mask"], context_weight
+            )
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -343,6 +370,7 @@ def _train(
         n_demo_examples=n_demo_examples,
         n_copy_drills=len(examples) - n_demo_examples,
         copy_drill_context=drill_context,
+        context_loss_weight=context_weight or None,
         phone_drill_repeats=phone_repeats if drill_context else None,
         max_batch_tokens=max_batch_tokens,
         n_tokens=n_tokens,
