@@ -41,6 +41,7 @@ MIRRORED = [
     (["generate-domain", "--domain", "retail", "--out", "x"], "n_tasks", ("domains", "retail", "n_tasks")),
     (["generate-domain", "--domain", "retail", "--out", "x"], "seed", ("domains", "retail", "seed")),
     (["demos", "--domain", "retail=x", "--out", "x"], "augment_dbs", ("models", "demo", "augment_dbs")),
+    (["demos", "--domain", "retail=x", "--out", "x"], "slip_rate", ("models", "demo", "slip_rate")),
     (["demos", "--domain", "retail=x", "--out", "x"], "prompt", ("models", "demo", "prompt")),
     (["train-demo", "--demos", "x", "--out", "x"], "size", ("models", "demo", "size")),
     (["train-demo", "--demos", "x", "--out", "x"], "seed", ("models", "demo", "seed")),

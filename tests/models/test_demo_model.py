@@ -442,7 +442,8 @@ def test_copy_drills_label_only_the_drilled_turn(tokenizer, convs):
     turns = [(c, m) for c in convs for m in c["messages"][1:] if is_drilled(m)]
     assert len(drills) == len(turns) > 0
     assert any(asks_for_phone_action(m) for _, m in turns)  # telecom fixes are drilled too
-    for (text, spans), (conv, turn) in zip(drills, turns):
+    for (text, spans, silent), (conv, turn) in zip(drills, turns):
+        assert silent == []  # no slips in these conversations
         assert not text.startswith("<|im_start|>system")  # no tool list: the drill is short
         assert len(spans) == 1 and text[spans[0][0] : spans[0][1]].endswith("<|im_end|>")
         if turn.get("tool_calls"):
@@ -475,3 +476,95 @@ def test_token_budget_batches_fill_the_budget_and_cover_the_epoch():
     assert all(len(b) * max(lengths[i] for i in b) <= 2000 for b in batches)
     assert max(len(b) for b in batches) == 20  # short ones go many to a batch
     assert bucketed_batches([5000], 1, random.Random(0), max_tokens=2000) == [[0]]  # never empty
+
+
+def test_a_slipped_call_is_read_but_never_learnt(tokenizer, convs):
+    """A demonstration's slipped call (``"learn": false``) takes no loss at all: not as the
+    assistant's output, and not as context under ``context_loss_weight`` (that would teach the
+    slip); the recovery after it is learnt, and drills never end in a slip."""
+    from transformers import LlamaForCausalLM
+
+    from flatscore.models.demo.drills import copy_drills
+    from flatscore.models.demo.sizes import llama_config
+    from flatscore.models.demo.tokenizer import render_for_training
+    from flatscore.models.demo.train import SILENT, _collate, encode_rendered, labelled_loss
+
+    slip = {
+        "role": "assistant",
+        "content": "",
+        "learn": False,
+        "tool_calls": [
+            {
+                "id": "slip_3",
+                "type": "function",
+                "function": {"name": "get_order_details", "arguments": '{"order_id": "#W1"}'},
+            }
+        ],
+    }
+    error = {"role": "tool", "tool_call_id": "slip_3", "name": "get_order_details", "content": "Error: Order not found"}
+    base = convs[0]
+    at = next(i for i, m in enumerate(base["messages"]) if m.get("tool_calls"))
+    conv = {**base, "messages": [*base["messages"][:at], slip, error, *base["messages"][at:]]}
+    text, learnt, silent = render_for_training(conv["messages"], conv["tools"])
+    assert len(silent) == 1 and '"#W1"' in text[slice(*silent[0])]
+    assert len(learnt) == sum(m["role"] == "assistant" for m in base["messages"])
+    ((ids, labels),) = encode_rendered(tokenizer, [(text, learnt, silent)], 4096)
+    silent_text = tokenizer.decode([t for t, y in zip(ids, labels) if y == SILENT])
+    assert '"#W1"' in silent_text and "get_order_details" in silent_text
+    assert not any('"#W1"' in tokenizer.decode([t]) for t, y in zip(ids, labels) if y >= 0)
+
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(llama_config("tiny", tokenizer)).eval()
+    batch = _collate([(ids, labels)], tokenizer.pad_token_id)
+    ids_t, labels_t, mask = batch["input_ids"], batch["labels"], batch["attention_mask"]
+    with torch.no_grad():
+        logits = model(input_ids=ids_t).logits[:, :-1]
+        ce = torch.nn.functional.cross_entropy(logits.transpose(1, 2), ids_t[:, 1:], reduction="none")
+        targets = labels_t[:, 1:]
+        expected = ce[targets >= 0].mean() + 0.5 * ce[targets == -100].mean()
+        ours = labelled_loss(model, ids_t, labels_t, mask, context_weight=0.5)
+    assert torch.allclose(ours, expected, atol=1e-5)
+    assert (targets == SILENT).sum() > 0  # and those positions are in neither mean
+
+    drills = copy_drills([conv], context_messages=4)
+    assert any(drill_silent for _, _, drill_silent in drills)  # the slip is context of the next drill
+    for drill_text, drill_learnt, drill_silent in drills:
+        assert '"#W1"' not in drill_text[slice(*drill_learnt[0])]
+        assert all('"#W1"' in drill_text[slice(*s)] for s in drill_silent)
+
+
+def test_copy_warmup_spans_are_labelled_only_where_a_copy_predicts_them(tokenizer):
+    """A warm-up example is a random span of 8..span_len ordinary tokens twice; labels sit on the
+    repeat after its first token (only a copy can predict those), nowhere else."""
+    import random
+
+    from flatscore.models.demo.copy_warmup import IGNORE, copy_tokens, repeated_spans
+
+    vocab = copy_tokens(tokenizer)
+    markers = set(tokenizer.all_special_ids) | set(tokenizer.added_tokens_decoder)
+    assert vocab and not set(vocab) & markers
+    examples = repeated_spans(vocab, 200, 32, random.Random(0))
+    assert examples == repeated_spans(vocab, 200, 32, random.Random(0))
+    lengths = set()
+    for ids, labels in examples:
+        n = len(ids) // 2
+        lengths.add(n)
+        assert ids[:n] == ids[n:] and set(ids) <= set(vocab)
+        assert labels[: n + 1] == [IGNORE] * (n + 1) and labels[n + 1 :] == ids[n + 1 :]
+    assert min(lengths) == 8 and max(lengths) == 32  # the copy distance varies: no fixed offset to learn
+    with pytest.raises(ValueError, match="span_len"):
+        repeated_spans(vocab, 1, 4, random.Random(0))
+
+
+def test_copy_warmup_steps_come_before_the_demonstrations(tmp_path, convs, monkeypatch):
+    """``copy_warmup_steps`` adds that many warm-up steps; the manifest counts them apart from the
+    demonstration steps, and the weights differ from a training without them."""
+    from flatscore.models.demo import sizes
+
+    plain = train_demo_model(convs[:4], tmp_path / "plain", size="tiny", seed=0, steps=6)
+    monkeypatch.setitem(sizes.SIZES, "tiny", {**sizes.SIZES["tiny"], "copy_warmup_steps": 5, "copy_span": 16})
+    warmed = train_demo_model(convs[:4], tmp_path / "warm", size="tiny", seed=0, steps=6)
+    assert warmed.steps == plain.steps == 6
+    assert warmed.copy_warmup_steps == 5 and warmed.copy_span == 16 and len(warmed.loss_curve) > 0
+    assert warmed.weights_sha256 != plain.weights_sha256
+    assert getattr(plain, "copy_warmup_steps", None) is None

@@ -45,3 +45,27 @@ def test_negative_augment_count_is_rejected(retail_dir, tmp_path, capsys):
     out = tmp_path / "d.jsonl"
     assert main(["demos", "--domain", f"retail={retail_dir}", "--augment-dbs", "-1", "--out", str(out)]) != 0
     assert "--augment-dbs" in capsys.readouterr().err and not out.exists()
+
+
+def test_slips_go_to_the_extra_databases_only_and_are_marked_unlearnt(retail_dir, tmp_path):
+    """``--slip-rate``: the extra databases' experts slip and recover; the eval data's own train
+    conversations stay clean; each slip is a message marked ``"learn": false`` whose call failed."""
+    out = tmp_path / "demos.jsonl"
+    args = ["demos", "--domain", f"retail={retail_dir}", "--augment-dbs", "1", "--slip-rate", "0.4", "--out", str(out)]
+    assert main(args) == 0
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    own = [r for r in rows if "source" not in r]
+    extra = [r for r in rows if "source" in r]
+    assert not any(m.get("learn") is False for r in own for m in r["messages"])
+    slipped = [r for r in extra if any(m.get("learn") is False for m in r["messages"])]
+    assert slipped and len(extra) >= len(own)  # slipped conversations still succeed and are kept
+    for r in slipped:
+        for i, m in enumerate(r["messages"]):
+            if m.get("learn") is False:
+                assert m["tool_calls"] and r["messages"][i + 1]["content"].startswith("Error")
+
+
+def test_slip_rate_outside_zero_one_is_rejected(retail_dir, tmp_path, capsys):
+    out = tmp_path / "d.jsonl"
+    assert main(["demos", "--domain", f"retail={retail_dir}", "--slip-rate", "1.5", "--out", str(out)]) != 0
+    assert "--slip-rate" in capsys.readouterr().err and not out.exists()

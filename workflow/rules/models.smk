@@ -36,8 +36,10 @@ rule expert_demos:
         domains=lambda wc: " ".join(f"--domain {d}={domain_data(d)}" for d in config["domains"]),
         prompt=lambda wc: model_spec(wc.model)["prompt"],
         augment=lambda wc: model_spec(wc.model)["augment_dbs"],
+        slip_rate=lambda wc: model_spec(wc.model)["slip_rate"],
     shell:
         "flatscore demos {params.domains} --split train --prompt {params.prompt} --augment-dbs {params.augment} "
+        "--slip-rate {params.slip_rate} "
         "--out {output.demos} > {log} 2>&1"
 
 

@@ -37,6 +37,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         f"{AUGMENT_SEED0}...), as many tasks as the given data has: with fresh ids in every "
         "conversation, the demo model must copy them from the context instead of memorising them",
     )
+    p.add_argument(
+        "--slip-rate",
+        type=float,
+        default=schema_default("models", ANY_KEY, "slip_rate"),
+        help="the augmented databases' experts slip before a call at this rate and recover "
+        "(the slipped call is kept as context, not learnt): demonstrations of recovering from an error",
+    )
     p.add_argument("--out", required=True, help="conversations .jsonl")
     p.set_defaults(func=cmd_demos)
 
@@ -100,7 +107,9 @@ def cmd_demos(args: argparse.Namespace) -> int:
         if not data:
             raise ValueError(f"--domain: expected DOMAIN=DATA_DIR, got '{spec}'")
         data_dirs[name] = data
-    rows = build_demonstrations(data_dirs, args.split, args.prompt, args.expert, args.augment_dbs)
+    if not 0.0 <= args.slip_rate <= 1.0:
+        raise ValueError(f"--slip-rate: expected a probability in [0, 1], got {args.slip_rate}")
+    rows = build_demonstrations(data_dirs, args.split, args.prompt, args.expert, args.augment_dbs, args.slip_rate)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))

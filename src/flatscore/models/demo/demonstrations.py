@@ -16,6 +16,7 @@ from typing import Any, Literal
 from flatscore.agents.diagnosing_expert import DiagnosingExpertAgent
 from flatscore.agents.expert import ExpertAgent
 from flatscore.agents.llm import LLMAgent
+from flatscore.agents.stumbling import StumblingAgent, is_slip
 from flatscore.agents.users import ScriptedUser
 from flatscore.domains import domain_class, load_domain
 from flatscore.domains.base import Domain
@@ -28,11 +29,22 @@ from flatscore.engine.scoring import Evaluator
 AUGMENT_SEED0 = 10_001
 
 
-def expert_conversations(domain: Domain, split: str, expert_cls: type, prompter: LLMAgent) -> list[dict[str, Any]]:
-    """The successful expert episodes of ``domain``'s ``split``, as agent-side conversations."""
+def expert_conversations(
+    domain: Domain, split: str, expert_cls: type, prompter: LLMAgent, slip_rate: float = 0.0
+) -> list[dict[str, Any]]:
+    """The successful expert episodes of ``domain``'s ``split``, as agent-side conversations.
+
+    With ``slip_rate`` > 0 the expert slips before some calls and recovers
+    (:class:`~flatscore.agents.stumbling.StumblingAgent`); a slipped call's message carries
+    ``"learn": false``: the model reads it and its error as context, and learns only the recovery.
+    """
     evaluator = Evaluator(domain)
+
+    def agent() -> Any:
+        return expert_cls() if slip_rate <= 0 else StumblingAgent(expert_cls(), slip_rate)
+
     episodes = [
-        Episode(domain, task, expert_cls(), ScriptedUser(), EpisodeSettings(), seed=0, trial=0, evaluator=evaluator)
+        Episode(domain, task, agent(), ScriptedUser(), EpisodeSettings(), seed=0, trial=0, evaluator=evaluator)
         for task in domain.tasks(split)
     ]
     finished: list[Any] = []
@@ -47,7 +59,10 @@ def expert_conversations(domain: Domain, split: str, expert_cls: type, prompter:
             {
                 "domain": domain.name,
                 "task_id": record.task_id,
-                "messages": [{"role": "system", "content": system}, *episode.agent_history],
+                "messages": [
+                    {"role": "system", "content": system},
+                    *({**m, "learn": False} if is_slip(m) else m for m in episode.agent_history),
+                ],
                 "tools": tools,
             }
         )
@@ -60,8 +75,13 @@ def build_demonstrations(
     prompt: Literal["compact", "full"],
     expert: Literal["diagnosing", "oracle"],
     augment_dbs: int,
+    slip_rate: float = 0.0,
 ) -> list[dict[str, Any]]:
-    """Conversations of every domain in ``data_dirs`` (name -> data folder), plus augmented databases."""
+    """Conversations of every domain in ``data_dirs`` (name -> data folder), plus augmented databases.
+
+    ``slip_rate``: the augmented databases' experts slip and recover at that rate per call (the
+    eval database's own train split stays clean, so every task is also seen solved without a slip).
+    """
     if augment_dbs < 0:
         raise ValueError(f"--augment-dbs: expected a count >= 0, got {augment_dbs}")
     prompter = LLMAgent(compact=prompt == "compact")
@@ -76,6 +96,6 @@ def build_demonstrations(
             for i in range(augment_dbs):
                 seed = AUGMENT_SEED0 + i
                 path = domain_class(name).generate(Path(tmp) / f"{name}-{seed}", seed=seed, n_tasks=n_tasks, ids=ids)
-                extra = expert_conversations(load_domain(name, path), split, expert_cls, prompter)
+                extra = expert_conversations(load_domain(name, path), split, expert_cls, prompter, slip_rate)
                 rows += [{**row, "source": f"synthetic seed {seed}"} for row in extra]
     return rows

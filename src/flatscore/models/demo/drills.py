@@ -20,7 +20,7 @@ import re
 from typing import Any
 
 from ...agents.user_requests import REQUEST_PREFIX
-from .tokenizer import render_conversation
+from .tokenizer import render_for_training
 
 _DIGITS = re.compile(r"\d{3,}")
 
@@ -38,14 +38,16 @@ def asks_for_phone_action(message: dict[str, Any]) -> bool:
 
 
 def is_drilled(message: dict[str, Any]) -> bool:
-    """The turns drills end in: value copies and phone-action requests."""
+    """The turns drills end in: value copies and phone-action requests (never a deliberate slip)."""
+    if message.get("learn", True) is False:
+        return False
     return copies_values(message) or asks_for_phone_action(message)
 
 
 def copy_drills(
     conversations: list[dict[str, Any]], context_messages: int = 4, phone_repeats: int = 1
-) -> list[tuple[str, list[tuple[int, int]]]]:
-    """Rendered drills (text, [the labelled span]) of every drilled assistant turn (:func:`is_drilled`).
+) -> list[tuple[str, list[tuple[int, int]], list[tuple[int, int]]]]:
+    """Rendered drills (text, [the labelled span], silent spans) of every drilled assistant turn (:func:`is_drilled`).
 
     Each drill holds the user's opening request, the ``context_messages`` messages before the
     turn (never the system prompt) and the turn; only the turn's span is labelled, earlier
@@ -68,7 +70,8 @@ def copy_drills(
             window = messages[start : i + 1]
             if opening is not None and opening < start:
                 window = [messages[opening], *window]
-            text, spans = render_conversation(window, None, with_spans=True)
-            if spans:
-                drills += [(text, [spans[-1]])] * (phone_repeats if asks_for_phone_action(message) else 1)
+            text, learnt, silent = render_for_training(window, None)
+            if learnt:
+                drill = (text, [learnt[-1]], silent)
+                drills += [drill] * (phone_repeats if asks_for_phone_action(message) else 1)
     return drills

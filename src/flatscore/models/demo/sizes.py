@@ -54,6 +54,8 @@ SIZES: dict[str, dict[str, Any]] = {
         # the user's and the tools' tokens are predicted too, at this weight (see labelled_loss):
         # reading tool output is what telecom turns on; 40 held-out telecom tasks went 6 -> 17 solved
         "context_loss_weight": 1.0,
+        "copy_warmup_steps": 0,
+        "copy_span": 32,
     },
 }
 

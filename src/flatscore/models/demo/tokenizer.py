@@ -78,6 +78,27 @@ def render_conversation(
     return rendered[0]
 
 
+Span = tuple[int, int]
+
+
+def render_for_training(
+    messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None
+) -> tuple[str, list[Span], list[Span]]:
+    """Render and split the assistant spans into (text, learnt spans, silent spans).
+
+    An assistant message with ``"learn": false`` (a deliberate slip in a demonstration, see
+    :mod:`flatscore.agents.stumbling`) is silent: no loss at all on it, neither as the
+    assistant's output nor as context, so the model reads it but is never taught to write it.
+    """
+    text, spans = render_conversation(messages, tools, with_spans=True)
+    assistants = [m for m in messages if m.get("role") == "assistant"]
+    if len(assistants) != len(spans):  # pragma: no cover - the template wraps each assistant turn once
+        raise ValueError(f"{len(assistants)} assistant messages but {len(spans)} generation spans")
+    learnt = [span for span, m in zip(spans, assistants) if m.get("learn", True) is not False]
+    silent = [span for span, m in zip(spans, assistants) if m.get("learn", True) is False]
+    return text, learnt, silent
+
+
 def _strip_markers(text: str) -> str:
     for t in ALL_MARKERS:
         text = text.replace(t, " ")

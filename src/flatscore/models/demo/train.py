@@ -16,12 +16,15 @@ from transformers import LlamaForCausalLM
 
 from ..manifest import Manifest, sha256_json, weights_sha256
 from .build import save_demo_dir, versions
+from .copy_warmup import IGNORE, copy_tokens, repeated_spans
 from .drills import copy_drills
 from .sizes import get_size, llama_config
-from .tokenizer import render_conversation, train_tokenizer
+from .tokenizer import render_for_training, train_tokenizer
 
-IGNORE = -100
 WARMUP_STEPS = 20
+#: The label of a token that takes no loss at all, not even as context: a slipped call's (see
+#: :func:`render_for_training`). IGNORE marks context, which ``context_loss_weight`` does train on.
+SILENT = -101
 
 
 class TrainingTimeLimit(RuntimeError):
@@ -41,31 +44,32 @@ def encode_for_training(tokenizer, conversation: dict[str, Any], max_len: int) -
 
 def encode_all(tokenizer, conversations: list[dict[str, Any]], max_len: int) -> list[tuple[list[int], list[int]]]:
     """:func:`encode_for_training` of every conversation, tokenised in one batch call (Rust threads)."""
-    rendered = [render_conversation(c["messages"], c.get("tools"), with_spans=True) for c in conversations]
+    rendered = [render_for_training(c["messages"], c.get("tools")) for c in conversations]
     return encode_rendered(tokenizer, rendered, max_len)
 
 
-def encode_rendered(
-    tokenizer, rendered: list[tuple[str, list[tuple[int, int]]]], max_len: int
-) -> list[tuple[list[int], list[int]]]:
-    """(input_ids, labels) pieces of already rendered (text, labelled spans) pairs."""
-    encs = tokenizer([text for text, _ in rendered], add_special_tokens=False, return_offsets_mapping=True)
+def encode_rendered(tokenizer, rendered: list[tuple], max_len: int) -> list[tuple[list[int], list[int]]]:
+    """(input_ids, labels) pieces of already rendered (text, learnt spans[, silent spans]) tuples."""
+    encs = tokenizer([r[0] for r in rendered], add_special_tokens=False, return_offsets_mapping=True)
     pieces: list[tuple[list[int], list[int]]] = []
-    for ids, offsets, (_, spans) in zip(encs["input_ids"], encs["offset_mapping"], rendered):
-        pieces += _cut(tokenizer, ids, _labels(ids, offsets, spans), max_len)
+    for ids, offsets, r in zip(encs["input_ids"], encs["offset_mapping"], rendered):
+        silent = r[2] if len(r) > 2 else []
+        pieces += _cut(tokenizer, ids, _labels(ids, offsets, r[1], silent), max_len)
     return pieces
 
 
-def _labels(ids: list[int], offsets: list[tuple[int, int]], spans: list[tuple[int, int]]) -> list[int]:
-    """``ids`` where a token starts inside an assistant span, IGNORE elsewhere."""
+def _labels(
+    ids: list[int], offsets: list[tuple[int, int]], spans: list[tuple[int, int]], silent: list[tuple[int, int]] = ()
+) -> list[int]:
+    """``ids`` where a token starts inside a learnt span, SILENT inside a silent one, IGNORE elsewhere."""
     labels = [IGNORE] * len(ids)
-    spans = sorted(spans)
+    marked = sorted([(a, b, True) for a, b in spans] + [(a, b, False) for a, b in silent])
     j = 0  # offsets and spans both ascend: one pass over each
     for i, (start, _end) in enumerate(offsets):
-        while j < len(spans) and spans[j][1] <= start:
+        while j < len(marked) and marked[j][1] <= start:
             j += 1
-        if j < len(spans) and spans[j][0] <= start:
-            labels[i] = ids[i]
+        if j < len(marked) and marked[j][0] <= start:
+            labels[i] = ids[i] if marked[j][2] else SILENT
     return labels
 
 
@@ -81,7 +85,7 @@ def _cut(tokenizer, ids: list[int], labels: list[int], max_len: int) -> list[tup
     while pos < len(ids):
         p_ids = ids[:prefix_len] + ids[pos : pos + room]
         p_lab = [IGNORE] * prefix_len + labels[pos : pos + room]
-        if any(x != IGNORE for x in p_lab):
+        if any(x >= 0 for x in p_lab):
             pieces.append((p_ids, p_lab))
         pos += room
     return pieces
@@ -157,7 +161,8 @@ def labelled_loss(
     on the other 90% was ~15% of a default-size step's FLOPs, spent on logits nobody reads.
 
     ``context_weight`` > 0 adds that weight times the mean loss on the other real tokens (user
-    turns, tool results, tool list; padding excluded by ``attention_mask``). Why: an agent's
+    turns, tool results, tool list; padding excluded by ``attention_mask``; a slipped call's
+    tokens, labelled SILENT, in neither mean). Why: an agent's
     decisions rest on reading what tools return, and ids recur across a dialogue; predicting
     those tokens too gives ~10x the training signal per step. Measured on 40 held-out telecom
     tasks (default size, 1600 steps, 2-core Intel AMX): 6 solved without it, 16 with weight 0.5, 17
@@ -165,14 +170,14 @@ def labelled_loss(
     """
     hidden = model.model(input_ids=input_ids).last_hidden_state[:, :-1]
     targets = labels[:, 1:]
-    keep = targets != IGNORE
+    keep = targets >= 0
     logits = model.lm_head(hidden[keep])
     loss = torch.nn.functional.cross_entropy(logits.float(), targets[keep])
     if context_weight <= 0:
         return loss
     if attention_mask is None:
         raise ValueError("context_weight > 0 needs the attention mask (which tokens are padding)")
-    context = ~keep & (attention_mask[:, 1:] > 0)
+    context = (targets == IGNORE) & (attention_mask[:, 1:] > 0)
     if not bool(context.any()):
         return loss
     context_logits = model.lm_head(hidden[context])
@@ -283,8 +288,8 @@ def _train(
     random.seed(seed)
     torch.manual_seed(seed)
 
-    rendered = [render_conversation(c["messages"], c.get("tools"), with_spans=True) for c in conversations]
-    tokenizer = train_tokenizer([text for text, _ in rendered], vocab_size=spec["vocab_size"])
+    rendered = [render_for_training(c["messages"], c.get("tools")) for c in conversations]
+    tokenizer = train_tokenizer([r[0] for r in rendered], vocab_size=spec["vocab_size"])
     examples = encode_rendered(tokenizer, rendered, max_len)
     n_demo_examples = len(examples)
     drill_context = int(spec.get("copy_drills") or 0)
@@ -295,7 +300,7 @@ def _train(
     max_batch_tokens = spec.get("max_batch_tokens")
     context_weight = float(spec.get("context_loss_weight") or 0.0)
     n_tokens = sum(len(x) for x, _ in examples)
-    n_label = sum(sum(1 for t in y if t != IGNORE) for _, y in examples)
+    n_label = sum(sum(1 for t in y if t >= 0) for _, y in examples)
     if n_label == 0:
         raise ValueError("the conversations contain no assistant tokens to train on")
 
@@ -310,41 +315,52 @@ def _train(
         betas=(0.9, 0.95),
         eps=1e-8,
     )
-    # Warm-up: a short fixed ramp (a twentieth of the steps, at most WARMUP_STEPS).
-    warmup = max(1, min(steps // 20, WARMUP_STEPS))
+    # The copy warm-up's steps come first and share the learning-rate schedule with the
+    # demonstrations' (see copy_warmup.py for why).
+    copy_steps = int(spec.get("copy_warmup_steps") or 0)
+    copy_span = int(spec.get("copy_span") or 32)
+    copy_batch = max(1, int(spec.get("copy_batch_tokens") or 4096) // (copy_span + 8))
+    vocab = copy_tokens(tokenizer) if copy_steps else []
+    total = copy_steps + steps
+    # LR warm-up: a short fixed ramp (a twentieth of the steps, at most WARMUP_STEPS).
+    warmup = max(1, min(total // 20, WARMUP_STEPS))
     rng = random.Random(seed)
     order: list[list[int]] = []
     pad_id = tokenizer.convert_tokens_to_ids("<|pad|>")
     losses: list[float] = []
     done = 0
     t_first_step = time.perf_counter()
-    for step in range(steps):
+    for step in range(total):
         elapsed = time.perf_counter() - t0
         if max_seconds is not None and elapsed > max_seconds:
             raise TrainingTimeLimit(
-                f"max_seconds: training passed its {max_seconds:g} s guard after {step} of {steps} steps "
+                f"max_seconds: training passed its {max_seconds:g} s guard after {step} of {total} steps "
                 f"({elapsed:.0f} s; the machine may be busy); no model was written. Raise the model's "
                 "max_seconds (or leave it unset) to train the same model, or lower its steps for a smaller one"
             )
-        if not order:
-            order = bucketed_batches([len(x) for x, _ in examples], batch_size, rng, max_tokens=max_batch_tokens)
-        idx = order.pop()
-        batch = _collate([examples[i] for i in idx], pad_id)
+        copying = step < copy_steps
+        if copying:
+            batch = _collate(repeated_spans(vocab, copy_batch, copy_span, rng), pad_id)
+        else:
+            if not order:
+                order = bucketed_batches([len(x) for x, _ in examples], batch_size, rng, max_tokens=max_batch_tokens)
+            batch = _collate([examples[i] for i in order.pop()], pad_id)
         for g in opt.param_groups:
-            g["lr"] = _lr_at(step, steps, lr, warmup)
+            g["lr"] = _lr_at(step, total, lr, warmup)
         # No attention mask: batches are right-padded, and under causal attention no real token
         # can see the padding after it (its labels are ignored), so the mask changes nothing but
         # forces SDPA off its fused causal kernel (1.6x slower per step at 1,800 tokens).
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
-            loss = labelled_loss(model, batch["input_ids"], batch["labels"], batch["attention_mask"], context_weight)
+            weight = 0.0 if copying else context_weight
+            loss = labelled_loss(model, batch["input_ids"], batch["labels"], batch["attention_mask"], weight)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         losses.append(float(loss.detach()))
         done = step + 1
-        if log_every and (done % log_every == 0 or done == steps):
-            _print_progress(done, steps, losses, time.perf_counter() - t0, t_first_step)
+        if log_every and (done % log_every == 0 or done == total):
+            _print_progress(done, total, losses, time.perf_counter() - t0, t_first_step)
         if step == 0:
             t_first_step = time.perf_counter()
 
@@ -374,7 +390,9 @@ def _train(
         n_tokens=n_tokens,
         n_label_tokens=n_label,
         vocab_size=len(tokenizer),
-        steps=done,
+        steps=done - min(done, copy_steps),
+        copy_warmup_steps=copy_steps or None,
+        copy_span=copy_span if copy_steps else None,
         max_seconds=max_seconds,
         bf16_autocast=bf16,
         num_threads=num_threads,
