@@ -40,7 +40,7 @@ class _Pending:
 class StumblingAgent(Agent):
     """``inner`` with a slip before a tool-call turn at probability ``rate`` (never twice in a row).
 
-    Deterministic: each decision draws from the turn's seed. At most ``max_slips`` per episode, so
+    Deterministic: each decision draws from the turn's seed and the episode id. At most ``max_slips`` per episode, so
     that an episode stays well inside the error budget.
     """
 
