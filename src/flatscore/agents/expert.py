@@ -174,7 +174,7 @@ class NoisyExpertAgent(ExpertAgent):
             return TurnOutput(tool_calls=[ToolCall(cid, name, {})])
         if channel == "invalid_arguments":
             args = dict(action.arguments)
-            required = sorted(k for k in args if _is_required(view, action.name, k))
+            required = sorted(k for k in args if is_required_argument(view, action.name, k))
             if required and rng.random() < 0.5:
                 args.pop(rng.choice(required))
             else:
@@ -224,7 +224,8 @@ def _identifier_args(action: Action) -> list[str]:
     return sorted(k for k, v in action.arguments.items() if isinstance(v, str) and ("id" in k or "email" in k))
 
 
-def _is_required(view: AgentView, tool: str, arg: str) -> bool:
+def is_required_argument(view: AgentView, tool: str, arg: str) -> bool:
+    """Whether ``tool``'s argument schema requires ``arg`` (False for an unknown tool or argument)."""
     spec = view.tools.get(tool)
     field_info = spec.arguments_model.model_fields.get(arg) if spec else None
     return bool(field_info is not None and field_info.is_required())

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .base import Agent, AgentView, ToolCall, Turn, TurnOutput
+from .expert import is_required_argument
 
 #: Call ids of slipped calls begin with this; :func:`is_slip` reads it back from a conversation.
 SLIP_ID_PREFIX = "slip_"
@@ -85,12 +86,7 @@ def slip(call: ToolCall, view: AgentView, rng: random.Random) -> ToolCall | None
     if not isinstance(call.arguments, dict):
         return None
     ids = sorted(k for k, v in call.arguments.items() if isinstance(v, str) and _is_identifier(k, v))
-    spec = view.tools.get(call.name)
-    required = sorted(
-        k
-        for k, f in (spec.arguments_model.model_fields.items() if spec else [])
-        if f.is_required() and k in call.arguments
-    )
+    required = sorted(k for k in call.arguments if is_required_argument(view, call.name, k))
     kinds = [k for k, ok in zip(SLIP_KINDS, (bool(ids), bool(required), True)) if ok]
     kind = rng.choice(kinds)
     slip_id = f"{SLIP_ID_PREFIX}{view.turn}"

@@ -94,8 +94,10 @@ def render_for_training(
     assistants = [m for m in messages if m.get("role") == "assistant"]
     if len(assistants) != len(spans):  # pragma: no cover - the template wraps each assistant turn once
         raise ValueError(f"{len(assistants)} assistant messages but {len(spans)} generation spans")
-    learnt = [span for span, m in zip(spans, assistants) if m.get("learn", True) is not False]
-    silent = [span for span, m in zip(spans, assistants) if m.get("learn", True) is False]
+    learnt: list[Span] = []
+    silent: list[Span] = []
+    for span, message in zip(spans, assistants):
+        (silent if message.get("learn", True) is False else learnt).append(span)
     return text, learnt, silent
 
 

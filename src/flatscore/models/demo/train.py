@@ -19,7 +19,7 @@ from .build import save_demo_dir, versions
 from .copy_warmup import IGNORE, copy_tokens, repeated_spans
 from .drills import copy_drills
 from .sizes import get_size, llama_config
-from .tokenizer import render_for_training, train_tokenizer
+from .tokenizer import Span, render_for_training, train_tokenizer
 
 WARMUP_STEPS = 20
 #: The label of a token that takes no loss at all, not even as context: a slipped call's (see
@@ -48,19 +48,18 @@ def encode_all(tokenizer, conversations: list[dict[str, Any]], max_len: int) -> 
     return encode_rendered(tokenizer, rendered, max_len)
 
 
-def encode_rendered(tokenizer, rendered: list[tuple], max_len: int) -> list[tuple[list[int], list[int]]]:
-    """(input_ids, labels) pieces of already rendered (text, learnt spans[, silent spans]) tuples."""
-    encs = tokenizer([r[0] for r in rendered], add_special_tokens=False, return_offsets_mapping=True)
+def encode_rendered(
+    tokenizer, rendered: list[tuple[str, list[Span], list[Span]]], max_len: int
+) -> list[tuple[list[int], list[int]]]:
+    """(input_ids, labels) pieces of already rendered (text, learnt spans, silent spans) tuples."""
+    encs = tokenizer([text for text, _, _ in rendered], add_special_tokens=False, return_offsets_mapping=True)
     pieces: list[tuple[list[int], list[int]]] = []
-    for ids, offsets, r in zip(encs["input_ids"], encs["offset_mapping"], rendered):
-        silent = r[2] if len(r) > 2 else []
-        pieces += _cut(tokenizer, ids, _labels(ids, offsets, r[1], silent), max_len)
+    for ids, offsets, (_, learnt, silent) in zip(encs["input_ids"], encs["offset_mapping"], rendered):
+        pieces += _cut(tokenizer, ids, _labels(ids, offsets, learnt, silent), max_len)
     return pieces
 
 
-def _labels(
-    ids: list[int], offsets: list[tuple[int, int]], spans: list[tuple[int, int]], silent: list[tuple[int, int]] = ()
-) -> list[int]:
+def _labels(ids: list[int], offsets: list[tuple[int, int]], spans: list[Span], silent: list[Span]) -> list[int]:
     """``ids`` where a token starts inside a learnt span, SILENT inside a silent one, IGNORE elsewhere."""
     labels = [IGNORE] * len(ids)
     marked = sorted([(a, b, True) for a, b in spans] + [(a, b, False) for a, b in silent])
@@ -289,7 +288,7 @@ def _train(
     torch.manual_seed(seed)
 
     rendered = [render_for_training(c["messages"], c.get("tools")) for c in conversations]
-    tokenizer = train_tokenizer([r[0] for r in rendered], vocab_size=spec["vocab_size"])
+    tokenizer = train_tokenizer([text for text, _, _ in rendered], vocab_size=spec["vocab_size"])
     examples = encode_rendered(tokenizer, rendered, max_len)
     n_demo_examples = len(examples)
     drill_context = int(spec.get("copy_drills") or 0)
@@ -319,7 +318,8 @@ def _train(
     # demonstrations' (see copy_warmup.py for why).
     copy_steps = int(spec.get("copy_warmup_steps") or 0)
     copy_span = int(spec.get("copy_span") or 32)
-    copy_batch = max(1, int(spec.get("copy_batch_tokens") or 4096) // (copy_span + 8))
+    # as many spans as fill the demonstrations' token budget (a span pair is at most 2 * copy_span)
+    copy_batch = max(1, (max_batch_tokens or 2 * copy_span * batch_size) // (copy_span + 8))
     vocab = copy_tokens(tokenizer) if copy_steps else []
     total = copy_steps + steps
     # LR warm-up: a short fixed ramp (a twentieth of the steps, at most WARMUP_STEPS).
