@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import random
 import re
 
 import pytest
@@ -16,6 +17,7 @@ from flatscore.models.demo import (
     special_token_ids,
     train_tokenizer,
 )
+from flatscore.models.demo.scramble import copied_values, look_alike, scrambled_drills
 from flatscore.models.demo.train import IGNORE, encode_for_training, train_demo_model
 
 TOOLS = [
@@ -568,3 +570,61 @@ def test_copy_warmup_steps_come_before_the_demonstrations(tmp_path, convs, monke
     assert warmed.copy_warmup_steps == 5 and warmed.copy_span == 16 and len(warmed.loss_curve) > 0
     assert warmed.weights_sha256 != plain.weights_sha256
     assert getattr(plain, "copy_warmup_steps", None) is None
+
+
+def test_interleaved_copy_steps_follow_every_nth_demonstration_step(tmp_path, convs, monkeypatch):
+    """``copy_every`` k: after the warm-up, one copy batch after each k demonstration steps, on top
+    of the demonstration steps (which the manifest still counts alone)."""
+    from flatscore.models.demo import sizes
+    from flatscore.models.demo.train import is_copy_step
+
+    pattern = [is_copy_step(s, 2, 3) for s in range(10)]
+    assert pattern == [True, True, False, False, False, True, False, False, False, True]
+    assert not any(is_copy_step(s, 0, 0) for s in range(50))
+    assert sum(is_copy_step(s, 0, 4) for s in range(1600 + 400)) == 400
+
+    plain = train_demo_model(convs[:4], tmp_path / "plain", size="tiny", seed=0, steps=6)
+    monkeypatch.setitem(sizes.SIZES, "tiny", {**sizes.SIZES["tiny"], "copy_every": 2, "copy_span": 16})
+    mixed = train_demo_model(convs[:4], tmp_path / "mixed", size="tiny", seed=0, steps=6)
+    assert mixed.steps == plain.steps == 6 and mixed.copy_every == 2
+    assert mixed.loss_curve[-1][0] == 9  # 6 demonstration steps + 3 copy steps
+    assert mixed.weights_sha256 != plain.weights_sha256
+
+
+# scrambled drills (flatscore.models.demo.scramble): copied values replaced consistently by look-alikes
+
+
+def test_look_alike_keeps_the_shape_and_changes_the_characters():
+    rng = random.Random(0)
+    value = "mia.Khan6636@example.com #W2013"
+    fakes = {look_alike(value, rng) for _ in range(20)}
+    assert len(fakes) == 20 and value not in fakes
+    for fake in fakes:
+        assert len(fake) == len(value)
+        for a, b in zip(value, fake):
+            assert a.isdigit() == b.isdigit() and a.islower() == b.islower() and a.isupper() == b.isupper()
+            if not a.isalnum():
+                assert a == b
+
+
+def test_copied_values_are_the_call_arguments_found_earlier():
+    conv = make_conversations(1)[0]["messages"]
+    window = conv[1:7]  # the user's item request and the return call
+    assert copied_values(window) == ["gift_card_0", "4000000", "#W2000"]
+    assert copied_values(conv[1:3]) == ["mia_khan"]
+
+
+def test_scrambled_drills_replace_each_value_everywhere_and_learn_only_the_call():
+    convs = make_conversations(4)
+    drills = scrambled_drills(convs, 4, seed=0)
+    assert drills == scrambled_drills(convs, 4, seed=0)
+    assert drills != scrambled_drills(convs, 4, seed=1)
+    assert len(drills) == 8  # two calls per conversation, each copying a value
+    text, learnt, silent = drills[0]
+    assert "mia_khan" not in text and silent == []
+    (start, end) = learnt[0]
+    call = text[start:end]
+    assert call.startswith("<tool_call>") and text.rstrip().endswith(call.rstrip())
+    fake = json.loads(call.split("<tool_call>")[1].split("</tool_call>")[0])["arguments"]["user_id"]
+    assert fake != "mia_khan" and len(fake) == len("mia_khan")
+    assert f"I am {fake} and" in text  # the same look-alike in the user's message

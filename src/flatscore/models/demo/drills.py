@@ -17,6 +17,7 @@ demonstrations do not hold; they reweight training toward the turns that decide 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from typing import Any
 
 from ...agents.user_requests import REQUEST_PREFIX
@@ -44,6 +45,27 @@ def is_drilled(message: dict[str, Any]) -> bool:
     return copies_values(message) or asks_for_phone_action(message)
 
 
+def drill_windows(
+    conversations: list[dict[str, Any]], context_messages: int = 4
+) -> Iterator[tuple[list[dict[str, Any]], dict[str, Any]]]:
+    """(window, drilled turn) of every drilled assistant turn (:func:`is_drilled`): the user's
+    opening request, the ``context_messages`` messages before the turn (never the system prompt)
+    and the turn itself, last."""
+    if context_messages < 1:
+        raise ValueError(f"context_messages: expected >= 1, got {context_messages}")
+    for conv in conversations:
+        messages = conv["messages"]
+        opening = next((j for j, m in enumerate(messages) if m.get("role") == "user"), None)
+        for i, message in enumerate(messages):
+            if i == 0 or not is_drilled(message):
+                continue
+            start = max(1 if messages[0].get("role") == "system" else 0, i - context_messages)
+            window = messages[start : i + 1]
+            if opening is not None and opening < start:
+                window = [messages[opening], *window]
+            yield window, message
+
+
 def copy_drills(
     conversations: list[dict[str, Any]], context_messages: int = 4, phone_repeats: int = 1
 ) -> list[tuple[str, list[tuple[int, int]], list[tuple[int, int]]]]:
@@ -55,23 +77,12 @@ def copy_drills(
     times: the fix after a check that shows a fault is the one decision a telecom episode
     turns on, and one per dialogue is too few for the model to learn it within the budget.
     """
-    if context_messages < 1:
-        raise ValueError(f"context_messages: expected >= 1, got {context_messages}")
     if phone_repeats < 1:
         raise ValueError(f"phone_repeats: expected >= 1, got {phone_repeats}")
-    drills: list[tuple[str, list[tuple[int, int]]]] = []
-    for conv in conversations:
-        messages = conv["messages"]
-        opening = next((j for j, m in enumerate(messages) if m.get("role") == "user"), None)
-        for i, message in enumerate(messages):
-            if i == 0 or not is_drilled(message):
-                continue
-            start = max(1 if messages[0].get("role") == "system" else 0, i - context_messages)
-            window = messages[start : i + 1]
-            if opening is not None and opening < start:
-                window = [messages[opening], *window]
-            text, learnt, silent = render_for_training(window, None)
-            if learnt:
-                drill = (text, [learnt[-1]], silent)
-                drills += [drill] * (phone_repeats if asks_for_phone_action(message) else 1)
+    drills: list[tuple[str, list[tuple[int, int]], list[tuple[int, int]]]] = []
+    for window, message in drill_windows(conversations, context_messages):
+        text, learnt, silent = render_for_training(window, None)
+        if learnt:
+            drill = (text, [learnt[-1]], silent)
+            drills += [drill] * (phone_repeats if asks_for_phone_action(message) else 1)
     return drills

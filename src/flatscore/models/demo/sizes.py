@@ -54,7 +54,13 @@ SIZES: dict[str, dict[str, Any]] = {
         # the user's and the tools' tokens are predicted too, at this weight (see labelled_loss):
         # reading tool output is what telecom turns on; 40 held-out telecom tasks went 6 -> 17 solved
         "context_loss_weight": 1.0,
+        # copy levers, off here (see README "How the default got there"): random-span copy steps
+        # before the demonstrations (copy_warmup_steps) and one after every copy_every
+        # demonstration steps, on top of them; scrambled_drills adds call drills whose copied
+        # values are random look-alikes (scramble.py)
         "copy_warmup_steps": 0,
+        "copy_every": 0,
+        "scrambled_drills": False,
         "copy_span": 32,
     },
 }

@@ -18,6 +18,7 @@ from ..manifest import Manifest, sha256_json, weights_sha256
 from .build import save_demo_dir, versions
 from .copy_warmup import IGNORE, copy_tokens, repeated_spans
 from .drills import copy_drills
+from .scramble import scrambled_drills
 from .sizes import get_size, llama_config
 from .tokenizer import Span, render_for_training, train_tokenizer
 
@@ -184,6 +185,15 @@ def labelled_loss(
     return loss + context_weight * context_loss
 
 
+def is_copy_step(step: int, warmup_steps: int, every: int) -> bool:
+    """Whether training step ``step`` is a copy batch: every warm-up step, then one after each
+    ``every`` demonstration steps (0: none). Why interleaved: a warm-up alone formed the copy
+    head, but 1,600 demonstration steps after it wiped it out (0/118 held-out values copied)."""
+    if step < warmup_steps:
+        return True
+    return every > 0 and (step - warmup_steps) % (every + 1) == every
+
+
 def cpu_bf16_supported() -> bool:
     """bf16 autocast pays off on CPUs with native bf16 matmuls (AVX512-BF16 / AMX)."""
     f = getattr(torch.cpu, "_is_avx512_bf16_supported", None)
@@ -295,6 +305,8 @@ def _train(
     phone_repeats = int(spec.get("phone_drill_repeats") or 1)
     if drill_context:
         drills = copy_drills(conversations, drill_context, phone_repeats)
+        if spec.get("scrambled_drills"):
+            drills += scrambled_drills(conversations, drill_context, seed)
         examples += encode_rendered(tokenizer, drills, max_len)
     max_batch_tokens = spec.get("max_batch_tokens")
     context_weight = float(spec.get("context_loss_weight") or 0.0)
@@ -317,11 +329,13 @@ def _train(
     # The copy warm-up's steps come first and share the learning-rate schedule with the
     # demonstrations' (see copy_warmup.py for why).
     copy_steps = int(spec.get("copy_warmup_steps") or 0)
+    copy_every = int(spec.get("copy_every") or 0)
     copy_span = int(spec.get("copy_span") or 32)
     # as many spans as fill the demonstrations' token budget (a span pair is at most 2 * copy_span)
     copy_batch = max(1, (max_batch_tokens or 2 * copy_span * batch_size) // (copy_span + 8))
-    vocab = copy_tokens(tokenizer) if copy_steps else []
-    total = copy_steps + steps
+    vocab = copy_tokens(tokenizer) if copy_steps or copy_every else []
+    interleaved = steps // copy_every if copy_every else 0
+    total = copy_steps + steps + interleaved
     # LR warm-up: a short fixed ramp (a twentieth of the steps, at most WARMUP_STEPS).
     warmup = max(1, min(total // 20, WARMUP_STEPS))
     rng = random.Random(seed)
@@ -338,7 +352,7 @@ def _train(
                 f"({elapsed:.0f} s; the machine may be busy); no model was written. Raise the model's "
                 "max_seconds (or leave it unset) to train the same model, or lower its steps for a smaller one"
             )
-        copying = step < copy_steps
+        copying = is_copy_step(step, copy_steps, copy_every)
         if copying:
             batch = _collate(repeated_spans(vocab, copy_batch, copy_span, rng), pad_id)
         else:
@@ -384,15 +398,17 @@ def _train(
         n_demo_examples=n_demo_examples,
         n_copy_drills=len(examples) - n_demo_examples,
         copy_drill_context=drill_context,
+        scrambled_drills=bool(spec.get("scrambled_drills")) or None,
         context_loss_weight=context_weight or None,
         phone_drill_repeats=phone_repeats if drill_context else None,
         max_batch_tokens=max_batch_tokens,
         n_tokens=n_tokens,
         n_label_tokens=n_label,
         vocab_size=len(tokenizer),
-        steps=done - min(done, copy_steps),
+        steps=sum(not is_copy_step(s, copy_steps, copy_every) for s in range(done)),
         copy_warmup_steps=copy_steps or None,
-        copy_span=copy_span if copy_steps else None,
+        copy_every=copy_every or None,
+        copy_span=copy_span if copy_steps or copy_every else None,
         max_seconds=max_seconds,
         bf16_autocast=bf16,
         num_threads=num_threads,
