@@ -13,14 +13,12 @@ predict it is to find it in the context and copy it, first token included.
 
 from __future__ import annotations
 
-import json
 import random
 import string
-from copy import deepcopy
 from typing import Any
 
 from .drills import drill_windows
-from .tokenizer import Span, render_for_training
+from .tokenizer import Span, normalize_messages, render_for_training
 
 #: Values shorter than this are left alone: "CA", "OR" and "" also stand inside other words.
 MIN_SCRAMBLED_CHARS = 3
@@ -43,6 +41,7 @@ def look_alike(value: str, rng: random.Random) -> str:
 
 def copied_values(window: list[dict[str, Any]]) -> list[str]:
     """String arguments of the window's last call that stand verbatim in an earlier message, longest first."""
+    window = normalize_messages(window)
     earlier = "\n".join(_texts(window[:-1]))
     values: set[str] = set()
     for call in window[-1].get("tool_calls") or []:
@@ -80,24 +79,19 @@ def _replace_all(messages: list[dict[str, Any]], mapping: dict[str, str]) -> lis
             text = text.replace(old, new)
         return text
 
-    out = deepcopy(messages)
+    out = normalize_messages(messages)  # a deep copy, call arguments parsed
     for m in out:
         if isinstance(m.get("content"), str):
             m["content"] = swap(m["content"])
         for call in m.get("tool_calls") or []:
             fn = call.get("function", call)
-            fn["arguments"] = json.dumps(_swap_leaves(_arguments(call), swap))
+            fn["arguments"] = _swap_leaves(fn.get("arguments"), swap)
     return out
 
 
 def _arguments(call: dict[str, Any]) -> Any:
-    args = call.get("function", call).get("arguments")
-    if isinstance(args, str):
-        try:
-            return json.loads(args) if args.strip() else {}
-        except json.JSONDecodeError:
-            return {}
-    return args or {}
+    """A normalised call's arguments (a dict; an unparseable string stays a string)."""
+    return call.get("function", call).get("arguments")
 
 
 def _string_leaves(value: Any) -> list[str]:
@@ -121,6 +115,7 @@ def _swap_leaves(value: Any, swap) -> Any:
 
 
 def _texts(messages: list[dict[str, Any]]) -> list[str]:
+    """Contents and call-argument strings of normalised ``messages``."""
     texts = []
     for m in messages:
         if isinstance(m.get("content"), str):

@@ -405,7 +405,7 @@ def _train(
         n_tokens=n_tokens,
         n_label_tokens=n_label,
         vocab_size=len(tokenizer),
-        steps=sum(not is_copy_step(s, copy_steps, copy_every) for s in range(done)),
+        steps=steps,  # demonstration steps: training ran all of them (or raised above)
         copy_warmup_steps=copy_steps or None,
         copy_every=copy_every or None,
         copy_span=copy_span if copy_steps or copy_every else None,
