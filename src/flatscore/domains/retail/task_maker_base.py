@@ -68,14 +68,7 @@ class TaskMakerBase:
                 ("find_user_id_by_email", {"email": user.email}),
             )
         return (
-            # each value named as the call names it ("first name" for first_name), not "You are
-            # Aarav Santos": the demo model copied the last name (22/22 teacher-forced on held-out
-            # dialogues) but guessed the first from names seen in training (7/22), and learnt the
-            # named form within 300 steps (22/22); tau2's own tasks keep their wording
-            [
-                f"Your first name is {user.name.first_name}, your last name is {user.name.last_name}, "
-                f"and your zip code is {user.address.zip}."
-            ],
+            [f"You are {user.name.first_name} {user.name.last_name}, and your zip code is {user.address.zip}."],
             "You do not remember your email address.",
             (
                 "find_user_id_by_name_zip",
