@@ -591,6 +591,80 @@ def test_interleaved_copy_steps_follow_every_nth_demonstration_step(tmp_path, co
     assert mixed.weights_sha256 != plain.weights_sha256
 
 
+def test_keyed_recall_labels_each_recalled_value_from_its_first_token(tokenizer):
+    """A keyed-recall example holds 2-4 (key, connectors, value) pairs and then 1-3 of the keys
+    again with other connectors; the labels are exactly the recalled values (first token
+    included: only a lookup by key predicts it), and each recalled value is the one that
+    followed the same key earlier."""
+    import random
+
+    from flatscore.models.demo.copy_warmup import (
+        IGNORE,
+        RECALL_MAX_TOKENS,
+        connector_tokens,
+        copy_tokens,
+        keyed_recalls,
+    )
+
+    vocab = copy_tokens(tokenizer)
+    connectors = connector_tokens(tokenizer)
+    assert connectors and set(connectors) <= set(vocab)
+    examples = keyed_recalls(vocab, connectors, 300, random.Random(0))
+    assert examples == keyed_recalls(vocab, connectors, 300, random.Random(0))
+    first_token_labelled = 0
+    for ids, labels in examples:
+        assert len(ids) == len(labels) <= RECALL_MAX_TOKENS
+        # a labelled run is a value: the key before it (connectors skipped) stood earlier with it
+        i = 0
+        while i < len(ids):
+            if labels[i] == IGNORE:
+                i += 1
+                continue
+            j = i
+            while j < len(ids) and labels[j] != IGNORE:
+                assert labels[j] == ids[j]
+                j += 1
+            k = i - 1
+            while ids[k] in connectors:
+                k -= 1
+            key, value = ids[k], ids[i:j]
+            earlier = [p for p in range(k) if ids[p] == key]
+            assert earlier, "a recalled key must have stood earlier"
+            start = earlier[0] + 1
+            while ids[start] in connectors:
+                start += 1
+            assert ids[start : start + len(value)] == value
+            first_token_labelled += 1
+            i = j
+    assert first_token_labelled >= 300
+    with pytest.raises(ValueError, match="connector"):
+        keyed_recalls(vocab, [], 1, random.Random(0))
+
+
+def test_copy_recall_alternates_copy_steps_and_changes_the_weights(tmp_path, convs, monkeypatch):
+    """``copy_recall``: after the warm-up, every other copy step trains on keyed recalls instead of
+    spans; the manifest says so, and the weights differ from the same training with spans only,
+    but not where no copy step comes after the warm-up."""
+    from flatscore.models.demo import sizes
+
+    base = dict(sizes.SIZES["tiny"])
+    warm_only = {**base, "copy_warmup_steps": 4, "copy_span": 16}
+    monkeypatch.setitem(sizes.SIZES, "tiny", warm_only)
+    a = train_demo_model(convs[:4], tmp_path / "a", size="tiny", seed=0, steps=2)
+    monkeypatch.setitem(sizes.SIZES, "tiny", {**warm_only, "copy_recall": True})
+    b = train_demo_model(convs[:4], tmp_path / "b", size="tiny", seed=0, steps=2)
+    assert a.weights_sha256 == b.weights_sha256  # the warm-up itself stays spans only
+
+    tiny = {**base, "copy_warmup_steps": 2, "copy_every": 1, "copy_span": 16}
+    monkeypatch.setitem(sizes.SIZES, "tiny", tiny)
+    spans = train_demo_model(convs[:4], tmp_path / "spans", size="tiny", seed=0, steps=4)
+    monkeypatch.setitem(sizes.SIZES, "tiny", {**tiny, "copy_recall": True})
+    recall = train_demo_model(convs[:4], tmp_path / "recall", size="tiny", seed=0, steps=4)
+    assert recall.copy_recall is True and getattr(spans, "copy_recall", None) is None
+    assert recall.steps == spans.steps == 4
+    assert recall.weights_sha256 != spans.weights_sha256
+
+
 # scrambled drills (flatscore.models.demo.scramble): copied values replaced consistently by look-alikes
 
 

@@ -65,6 +65,9 @@ SIZES: dict[str, dict[str, Any]] = {
         "copy_every": 4,
         "scrambled_drills": False,
         "copy_span": 32,
+        # keyed recall (copy_warmup.keyed_recalls) on every other copy step after the warm-up: where a
+        # copied value starts (a lookup by field name), which the spans above do not teach
+        "copy_recall": False,
     },
 }
 
