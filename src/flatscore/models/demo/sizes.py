@@ -66,7 +66,9 @@ SIZES: dict[str, dict[str, Any]] = {
         "scrambled_drills": False,
         "copy_span": 32,
         # keyed recall (copy_warmup.keyed_recalls) on every other copy step after the warm-up: where a
-        # copied value starts (a lookup by field name), which the spans above do not teach
+        # copied value starts (a lookup by field name), which the spans above do not teach.
+        # Seed 0, from scratch: first-token recall 71/120 (20/120 without), teacher-forced retail
+        # calls 73/144 (77), held-out telecom 23/40 (17), retail 3/40 (1): off until more seeds
         "copy_recall": False,
     },
 }
