@@ -702,3 +702,56 @@ def test_scrambled_drills_replace_each_value_everywhere_and_learn_only_the_call(
     fake = json.loads(call.split("<tool_call>")[1].split("</tool_call>")[0])["arguments"]["user_id"]
     assert fake != "mia_khan" and len(fake) == len("mia_khan")
     assert f"I am {fake} and" in text  # the same look-alike in the user's message
+
+
+# silent first mentions (flatscore.models.demo.first_mentions): no context loss where a value is new
+
+
+def test_a_copied_value_is_silent_where_first_mentioned_and_context_where_repeated(tokenizer, convs):
+    """Under ``silent_first_mentions`` the user's first mention of a value the agent later copies
+    ("mia_khan", "#W2000", the item id) takes no loss at all (nothing before it predicts it),
+    while its later mentions in the tool's output stay context and its copy in the call stays
+    labelled; a value the system turn names first, and text no call copies, are untouched."""
+    from flatscore.models.demo.first_mentions import first_mention_spans, with_first_mentions_silent
+    from flatscore.models.demo.tokenizer import render_for_training
+    from flatscore.models.demo.train import SILENT, encode_rendered
+
+    conv = convs[0]
+    text, learnt, silent = render_for_training(conv["messages"], conv["tools"])
+    spans = first_mention_spans(text, learnt)
+    user_turn = text.index("Hello, I am")
+    assert sorted(text[a:b] for a, b in spans) == sorted(["mia_khan", "#W2000", "4000000", "gift_card_0"])
+    for a, _ in spans:
+        assert a > user_turn and not any(x <= a < y for x, y in learnt)
+    gift_card = next(a for a, b in spans if text[a:b] == "gift_card_0")
+    assert text.rfind("<tool_response>", 0, gift_card) > user_turn  # first seen in the tool's output
+
+    ((ids, labels),) = encode_rendered(tokenizer, with_first_mentions_silent([(text, learnt, silent)]), 4096)
+    ((_, plain),) = encode_rendered(tokenizer, [(text, learnt, silent)], 4096)
+    changed = [i for i, (a, b) in enumerate(zip(labels, plain)) if a != b]
+    assert changed and all(labels[i] == SILENT and plain[i] == IGNORE for i in changed)
+    assert "".join(tokenizer.decode([ids[i]]) for i in changed).replace(" ", "") == "".join(text[a:b] for a, b in spans)
+    labelled = tokenizer.decode([t for t, y in zip(ids, labels) if y >= 0])
+    assert "mia_khan" in labelled and "4000000" in labelled  # the copies are still learnt
+
+    # a value the system turn names first is a constant to learn, not a guess
+    system_first = {
+        **conv,
+        "messages": [{"role": "system", "content": "Users such as mia_khan must authenticate."}, *conv["messages"][1:]],
+    }
+    text2, learnt2, _ = render_for_training(system_first["messages"], system_first["tools"])
+    assert "mia_khan" not in [text2[a:b] for a, b in first_mention_spans(text2, learnt2)]
+
+
+def test_silent_first_mentions_changes_the_weights_and_is_recorded(tmp_path, convs, monkeypatch):
+    """The size key reaches training: the manifest records it, and the same seed and steps give
+    other weights than the same training with the context loss on every first mention."""
+    from flatscore.models.demo import sizes
+
+    tiny = {**sizes.SIZES["tiny"], "context_loss_weight": 1.0}
+    monkeypatch.setitem(sizes.SIZES, "tiny", tiny)
+    plain = train_demo_model(convs[:4], tmp_path / "plain", size="tiny", seed=0, steps=3)
+    monkeypatch.setitem(sizes.SIZES, "tiny", {**tiny, "silent_first_mentions": True})
+    silent = train_demo_model(convs[:4], tmp_path / "silent", size="tiny", seed=0, steps=3)
+    assert silent.silent_first_mentions is True and getattr(plain, "silent_first_mentions", None) is None
+    assert silent.weights_sha256 != plain.weights_sha256

@@ -71,6 +71,9 @@ SIZES: dict[str, dict[str, Any]] = {
         # calls 73/144 (77), held-out telecom 23/40 (17), retail 3/40 (1). Seed 1: recall 26/120,
         # teacher-forced calls 35/144 (54 without): as much a draw as the lookup it teaches, so off
         "copy_recall": False,
+        # no context loss on a copied value's first mention (first_mentions.py): nothing before it
+        # predicts it, so that loss teaches the model to guess values from those seen in training
+        "silent_first_mentions": False,
     },
 }
 

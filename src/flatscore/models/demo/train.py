@@ -18,6 +18,7 @@ from ..manifest import Manifest, sha256_json, weights_sha256
 from .build import save_demo_dir, versions
 from .copy_warmup import IGNORE, RECALL_MAX_TOKENS, connector_tokens, copy_tokens, keyed_recalls, repeated_spans
 from .drills import copy_drills
+from .first_mentions import with_first_mentions_silent
 from .scramble import scrambled_drills
 from .sizes import get_size, llama_config
 from .tokenizer import Span, render_for_training, train_tokenizer
@@ -299,6 +300,9 @@ def _train(
 
     rendered = [render_for_training(c["messages"], c.get("tools")) for c in conversations]
     tokenizer = train_tokenizer([text for text, _, _ in rendered], vocab_size=spec["vocab_size"])
+    silence_first = bool(spec.get("silent_first_mentions"))
+    if silence_first:
+        rendered = with_first_mentions_silent(rendered)
     examples = encode_rendered(tokenizer, rendered, max_len)
     n_demo_examples = len(examples)
     drill_context = int(spec.get("copy_drills") or 0)
@@ -307,7 +311,7 @@ def _train(
         drills = copy_drills(conversations, drill_context, phone_repeats)
         if spec.get("scrambled_drills"):
             drills += scrambled_drills(conversations, drill_context, seed)
-        examples += encode_rendered(tokenizer, drills, max_len)
+        examples += encode_rendered(tokenizer, with_first_mentions_silent(drills) if silence_first else drills, max_len)
     max_batch_tokens = spec.get("max_batch_tokens")
     context_weight = float(spec.get("context_loss_weight") or 0.0)
     n_tokens = sum(len(x) for x, _ in examples)
@@ -419,6 +423,7 @@ def _train(
         copy_every=copy_every or None,
         copy_span=copy_span if copy_steps or copy_every else None,
         copy_recall=recall or None,
+        silent_first_mentions=silence_first or None,
         max_seconds=max_seconds,
         bf16_autocast=bf16,
         num_threads=num_threads,
