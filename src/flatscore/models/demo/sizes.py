@@ -72,7 +72,9 @@ SIZES: dict[str, dict[str, Any]] = {
         # teacher-forced calls 35/144 (54 without): as much a draw as the lookup it teaches, so off
         "copy_recall": False,
         # no context loss on a copied value's first mention (first_mentions.py): nothing before it
-        # predicts it, so that loss teaches the model to guess values from those seen in training
+        # predicts it, so that loss teaches the model to guess values from those seen in training.
+        # Seed 0, from scratch: teacher-forced retail calls 49/144 (77 without; names, zips and user
+        # ids now wrong), held-out telecom 19/40 (17), retail 1/40 (1): off
         "silent_first_mentions": False,
     },
 }
