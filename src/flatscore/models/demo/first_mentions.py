@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import re
 
+from .scramble import string_leaves
 from .tokenizer import Span
 
 _CALL = re.compile(r"<tool_call>(.*?)</tool_call>", re.S)
@@ -24,16 +25,6 @@ _NUMBER = re.compile(r"\d[\d.,]*\d")
 _SYSTEM_END = "<|im_end|>"
 #: shorter values ("IL", "no") occur by chance in other words and carry little to guess
 MIN_VALUE_CHARS = 3
-
-
-def _string_leaves(value: object) -> list[str]:
-    if isinstance(value, str):
-        return [value]
-    if isinstance(value, dict):
-        return [leaf for v in value.values() for leaf in _string_leaves(v)]
-    if isinstance(value, list):
-        return [leaf for v in value for leaf in _string_leaves(v)]
-    return []
 
 
 def written_values(text: str, learnt: list[Span]) -> set[str]:
@@ -47,7 +38,7 @@ def written_values(text: str, learnt: list[Span]) -> set[str]:
                 call = json.loads(match.group(1))
             except json.JSONDecodeError:
                 continue  # a malformed call in a demonstration names no values to protect
-            values.update(_string_leaves(call.get("arguments") if isinstance(call, dict) else None))
+            values.update(string_leaves(call.get("arguments") if isinstance(call, dict) else None))
         prose = _CALL.sub(" ", turn)
         values.update(m.group(0) for m in _NUMBER.finditer(prose) if sum(c.isdigit() for c in m.group(0)) >= 3)
     return {v for v in values if len(v) >= MIN_VALUE_CHARS}

@@ -45,7 +45,7 @@ def copied_values(window: list[dict[str, Any]]) -> list[str]:
     earlier = "\n".join(_texts(window[:-1]))
     values: set[str] = set()
     for call in window[-1].get("tool_calls") or []:
-        for value in _string_leaves(_arguments(call)):
+        for value in string_leaves(_arguments(call)):
             if len(value) >= MIN_SCRAMBLED_CHARS and value in earlier:
                 values.add(value)
     return sorted(values, key=lambda v: (-len(v), v))
@@ -94,13 +94,14 @@ def _arguments(call: dict[str, Any]) -> Any:
     return call.get("function", call).get("arguments")
 
 
-def _string_leaves(value: Any) -> list[str]:
+def string_leaves(value: Any) -> list[str]:
+    """Every string inside ``value`` (nested dicts and lists), in order."""
     if isinstance(value, str):
         return [value]
     if isinstance(value, dict):
-        return [s for v in value.values() for s in _string_leaves(v)]
+        return [s for v in value.values() for s in string_leaves(v)]
     if isinstance(value, list):
-        return [s for v in value for s in _string_leaves(v)]
+        return [s for v in value for s in string_leaves(v)]
     return []
 
 
@@ -121,5 +122,5 @@ def _texts(messages: list[dict[str, Any]]) -> list[str]:
         if isinstance(m.get("content"), str):
             texts.append(m["content"])
         for call in m.get("tool_calls") or []:
-            texts += _string_leaves(_arguments(call))
+            texts += string_leaves(_arguments(call))
     return texts
