@@ -8,21 +8,20 @@ drill, to guess a first name after "I am", right beside the one call that teache
 name; a model that writes "Jonas Smith" for every user has learnt the guess. Silencing those
 tokens (no loss at all, as for a slipped call; they stay in the input) leaves the context loss on
 everything that can be read or copied: the tools' structure and statuses, and every later
-mention of a value.
+mention of a value. Measured from scratch (seed 0), the idea did not hold: 49/144 teacher-forced
+retail calls right against 77 without it (see docs/demo-model.md), so the size key stays off.
 """
 
 from __future__ import annotations
 
-import json
 import re
 
+from ...agents.toolcall_parser import parse_hermes
 from .scramble import string_leaves
-from .tokenizer import Span
+from .tokenizer import IM_END, IM_START, Span
 
-_CALL = re.compile(r"<tool_call>(.*?)</tool_call>", re.S)
 #: numbers of 3+ digits an answer states (a total, a tracking id): copied from a tool's output
 _NUMBER = re.compile(r"\d[\d.,]*\d")
-_SYSTEM_END = "<|im_end|>"
 #: shorter values ("IL", "no") occur by chance in other words and carry little to guess
 MIN_VALUE_CHARS = 3
 
@@ -32,14 +31,10 @@ def written_values(text: str, learnt: list[Span]) -> set[str]:
     3+ digit number of their text, each of at least ``MIN_VALUE_CHARS`` characters."""
     values: set[str] = set()
     for start, end in learnt:
-        turn = text[start:end]
-        for match in _CALL.finditer(turn):
-            try:
-                call = json.loads(match.group(1))
-            except json.JSONDecodeError:
-                continue  # a malformed call in a demonstration names no values to protect
-            values.update(string_leaves(call.get("arguments") if isinstance(call, dict) else None))
-        prose = _CALL.sub(" ", turn)
+        turn = parse_hermes(text[start:end])  # a malformed call names no values to protect
+        for call in turn.tool_calls:
+            values.update(string_leaves(call.arguments))
+        prose = turn.content or ""
         values.update(m.group(0) for m in _NUMBER.finditer(prose) if sum(c.isdigit() for c in m.group(0)) >= 3)
     return {v for v in values if len(v) >= MIN_VALUE_CHARS}
 
@@ -51,7 +46,7 @@ def first_mention_spans(text: str, learnt: list[Span]) -> list[Span]:
     mention in the system turn (the tool list and policy name constants such as "no longer
     needed", which the model can learn) or inside a labelled turn (the model wrote it first).
     """
-    system = text.find(_SYSTEM_END) + len(_SYSTEM_END) if text.startswith("<|im_start|>system") else 0
+    system = text.find(IM_END) + len(IM_END) if text.startswith(f"{IM_START}system") else 0
     spans: list[Span] = []
     for value in sorted(written_values(text, learnt)):
         pattern = re.compile(rf"(?<![A-Za-z0-9]){re.escape(value)}(?![A-Za-z0-9])")
