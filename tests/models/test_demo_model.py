@@ -413,6 +413,61 @@ def test_context_loss_adds_the_weighted_loss_on_every_other_real_token(tokenizer
         labelled_loss(model, ids, labels, None, context_weight=0.5)
 
 
+def test_sampled_context_loss_estimates_the_full_one_without_bias(tokenizer, convs):
+    """``context_sample`` runs the LM head on a seeded share of the context positions: the same
+    generator seed gives the same loss, a draw differs from the full context loss, and the mean
+    over many draws comes back to it (a sampler that always took the same positions, say the
+    first ones, would not); a share outside (0, 1] is refused naming the key."""
+    from transformers import LlamaForCausalLM
+
+    from flatscore.models.demo.sizes import llama_config
+    from flatscore.models.demo.train import _collate, labelled_loss, sampled_positions
+
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(llama_config("tiny", tokenizer)).eval()
+    batch = _collate([encode_for_training(tokenizer, c, 4096)[0] for c in convs[:3]], tokenizer.pad_token_id)
+    ids, labels, mask = batch["input_ids"], batch["labels"], batch["attention_mask"]
+
+    def loss(share, seed):
+        gen = torch.Generator().manual_seed(seed)
+        return float(labelled_loss(model, ids, labels, mask, 1.0, share, gen))
+
+    with torch.no_grad():
+        full = float(labelled_loss(model, ids, labels, mask, 1.0))
+        assert loss(1.0, 0) == pytest.approx(full, abs=1e-6)
+        assert loss(0.25, 7) == loss(0.25, 7)
+        draws = [loss(0.25, seed) for seed in range(200)]
+    assert len({round(d, 6) for d in draws}) > 100
+    spread = float(torch.tensor(draws).std())
+    assert spread > 1e-4
+    assert sum(draws) / len(draws) == pytest.approx(full, abs=4 * spread / len(draws) ** 0.5)
+
+    assert len(sampled_positions(10, 0.25)) == 3 and len(sampled_positions(3, 0.01)) == 1
+    assert sorted(sampled_positions(10, 1.0).tolist()) == list(range(10))
+    for bad in (0.0, 1.5, -0.2):
+        with pytest.raises(ValueError, match="context_sample"):
+            sampled_positions(10, bad)
+
+
+def test_context_sample_trains_repeatably_and_is_recorded(tmp_path, convs, monkeypatch):
+    """The size key reaches training: two runs with the same seed give the same weights, the
+    manifest records the share, and the weights differ from the full context loss's."""
+    from flatscore.models.demo import sizes
+
+    tiny = {**sizes.SIZES["tiny"], "context_loss_weight": 1.0}
+    monkeypatch.setitem(sizes.SIZES, "tiny", tiny)
+    full = train_demo_model(convs[:4], tmp_path / "full", size="tiny", seed=0, steps=3)
+    monkeypatch.setitem(sizes.SIZES, "tiny", {**tiny, "context_sample": 0.25})
+    one = train_demo_model(convs[:4], tmp_path / "one", size="tiny", seed=0, steps=3)
+    two = train_demo_model(convs[:4], tmp_path / "two", size="tiny", seed=0, steps=3)
+    assert one.context_sample == 0.25 and getattr(full, "context_sample", None) is None
+    assert one.weights_sha256 == two.weights_sha256 != full.weights_sha256
+    monkeypatch.setitem(sizes.SIZES, "tiny", {**tiny, "context_sample": 2.0})
+    with pytest.raises(ValueError, match="context_sample"):
+        train_demo_model(convs[:4], tmp_path / "bad", size="tiny", seed=0, steps=3)
+    assert not (tmp_path / "bad").exists()
+
+
 def test_batch_encoding_equals_one_at_a_time(tokenizer, convs):
     from flatscore.models.demo.train import encode_all
 

@@ -54,6 +54,10 @@ SIZES: dict[str, dict[str, Any]] = {
         # the user's and the tools' tokens are predicted too, at this weight (see labelled_loss):
         # reading tool output is what telecom turns on; 40 held-out telecom tasks went 6 -> 17 solved
         "context_loss_weight": 1.0,
+        # the share of those context positions the LM head runs on each step (labelled_loss): their
+        # 6,000-way head and log-softmax are about a third of a step on a 2-core AVX2 CPU, and 0.25
+        # made a step 1.29x faster there (benchmarks/bench_context_sample.py)
+        "context_sample": 1.0,
         # the copy head (copy_warmup.py): 800 random-span copy steps before the demonstrations
         # (the copy loss's phase change came at 600-650) and one after every 4 demonstration
         # steps, on top of them, to keep it (a warm-up alone was wiped out by the demonstrations).
