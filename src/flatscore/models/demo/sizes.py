@@ -54,9 +54,11 @@ SIZES: dict[str, dict[str, Any]] = {
         # the user's and the tools' tokens are predicted too, at this weight (see labelled_loss):
         # reading tool output is what telecom turns on; 40 held-out telecom tasks went 6 -> 17 solved
         "context_loss_weight": 1.0,
-        # the share of those context positions the LM head runs on each step (labelled_loss): their
-        # 6,000-way head and log-softmax are about a third of a step on a 2-core AVX2 CPU, and 0.25
-        # made a step 1.29x faster there (benchmarks/bench_context_sample.py)
+        # the share of those context positions the LM head runs on each step (labelled_loss). 0.25
+        # makes a step 1.29x faster on a 2-core AVX2 CPU (benchmarks/bench_context_sample.py) but
+        # learns less per step: 400 demonstration steps, held-out assistant-token loss 0.52/0.58
+        # (seeds 0/1) against 0.50/0.46 with every position; at equal time (540 steps) 0.43/0.50,
+        # one seed better, one worse. No gain shown: 1.0 (every position)
         "context_sample": 1.0,
         # the copy head (copy_warmup.py): 800 random-span copy steps before the demonstrations
         # (the copy loss's phase change came at 600-650) and one after every 4 demonstration
