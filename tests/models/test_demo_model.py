@@ -462,10 +462,11 @@ def test_context_sample_trains_repeatably_and_is_recorded(tmp_path, convs, monke
     two = train_demo_model(convs[:4], tmp_path / "two", size="tiny", seed=0, steps=3)
     assert one.context_sample == 0.25 and getattr(full, "context_sample", None) is None
     assert one.weights_sha256 == two.weights_sha256 != full.weights_sha256
-    monkeypatch.setitem(sizes.SIZES, "tiny", {**tiny, "context_sample": 2.0})
-    with pytest.raises(ValueError, match="context_sample"):
-        train_demo_model(convs[:4], tmp_path / "bad", size="tiny", seed=0, steps=3)
-    assert not (tmp_path / "bad").exists()
+    for bad in (2.0, 0):
+        monkeypatch.setitem(sizes.SIZES, "tiny", {**tiny, "context_sample": bad})
+        with pytest.raises(ValueError, match="context_sample"):
+            train_demo_model(convs[:4], tmp_path / "bad", size="tiny", seed=0, steps=3)
+        assert not (tmp_path / "bad").exists()
 
 
 def test_batch_encoding_equals_one_at_a_time(tokenizer, convs):

@@ -342,7 +342,8 @@ def _train(
         examples += encode_rendered(tokenizer, with_first_mentions_silent(drills) if silence_first else drills, max_len)
     max_batch_tokens = spec.get("max_batch_tokens")
     context_weight = float(spec.get("context_loss_weight") or 0.0)
-    context_sample = float(spec.get("context_sample") or 1.0)
+    share = spec.get("context_sample")
+    context_sample = 1.0 if share is None else float(share)  # 0 is refused below, not read as "unset"
     check_context_sample(context_sample)
     # its own stream, so that sampling leaves the batches' order (rng) as it was
     context_generator = torch.Generator().manual_seed(seed)
