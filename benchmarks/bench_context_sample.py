@@ -67,8 +67,8 @@ def main(share: float = 0.25, steps: int = 8) -> None:
     import torch
     from transformers import LlamaForCausalLM
 
+    from flatscore.models.demo.losses import labelled_loss
     from flatscore.models.demo.sizes import get_size, llama_config
-    from flatscore.models.demo.train import labelled_loss
 
     torch.set_num_threads(int(os.environ.get("FLATSCORE_BENCH_THREADS", str(os.cpu_count() or 1))))
     tok, batches = _batches(steps)

@@ -369,8 +369,9 @@ def test_labelled_loss_equals_the_model_loss(tokenizer, convs):
     """The LM head on labelled positions only gives the same loss and the same gradients."""
     from transformers import LlamaForCausalLM
 
+    from flatscore.models.demo.losses import labelled_loss
     from flatscore.models.demo.sizes import llama_config
-    from flatscore.models.demo.train import _collate, labelled_loss
+    from flatscore.models.demo.train import _collate
 
     torch.manual_seed(0)
     model = LlamaForCausalLM(llama_config("tiny", tokenizer)).train()
@@ -389,8 +390,9 @@ def test_context_loss_adds_the_weighted_loss_on_every_other_real_token(tokenizer
     here from the model's full logits."""
     from transformers import LlamaForCausalLM
 
+    from flatscore.models.demo.losses import labelled_loss
     from flatscore.models.demo.sizes import llama_config
-    from flatscore.models.demo.train import IGNORE, _collate, labelled_loss
+    from flatscore.models.demo.train import IGNORE, _collate
 
     torch.manual_seed(0)
     model = LlamaForCausalLM(llama_config("tiny", tokenizer)).eval()
@@ -420,8 +422,9 @@ def test_sampled_context_loss_estimates_the_full_one_without_bias(tokenizer, con
     first ones, would not); a share outside (0, 1] is refused naming the key."""
     from transformers import LlamaForCausalLM
 
+    from flatscore.models.demo.losses import labelled_loss, sampled_positions
     from flatscore.models.demo.sizes import llama_config
-    from flatscore.models.demo.train import _collate, labelled_loss, sampled_positions
+    from flatscore.models.demo.train import _collate
 
     torch.manual_seed(0)
     model = LlamaForCausalLM(llama_config("tiny", tokenizer)).eval()
@@ -543,9 +546,10 @@ def test_a_slipped_call_is_read_but_never_learnt(tokenizer, convs):
     from transformers import LlamaForCausalLM
 
     from flatscore.models.demo.drills import copy_drills
+    from flatscore.models.demo.losses import labelled_loss
     from flatscore.models.demo.sizes import llama_config
     from flatscore.models.demo.tokenizer import render_for_training
-    from flatscore.models.demo.train import SILENT, _collate, encode_rendered, labelled_loss
+    from flatscore.models.demo.train import SILENT, _collate, encode_rendered
 
     slip = {
         "role": "assistant",
