@@ -7,6 +7,7 @@ runs in tests/workflow/test_vllm_study.py.
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -67,6 +68,37 @@ def test_a_missing_cpu_environment_is_named_with_the_command_that_builds_it(tmp_
     options = ServerOptions(kind="vllm", device="cpu", venv=str(tmp_path / "none"))
     with pytest.raises(ServerStartupError, match="flatscore build-vllm-env --venv"):
         build_server("/m", options, tmp_path)
+
+
+def test_int4_on_a_cpu_without_vllms_int4_kernel_is_refused_before_the_start(tmp_path, monkeypatch):
+    """An int4 (w4a16) model on vLLM's CPU build fails at once, naming the model, the scheme and
+    what to do, where the build has no int4 kernel on this CPU (AVX2 only); a full-precision model
+    is never probed. The probe is replaced here because the CPU feature it reads is the boundary
+    (tests/workflow/test_vllm_study.py runs the real probe and server on whatever CPU CI has)."""
+    from flatscore.backends import server_launch
+    from flatscore.models.manifest import Manifest
+
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").symlink_to(sys.executable)
+    (venv / ENV_MARKER).write_text(json.dumps({"versions": {"vllm": "0.32.0"}}))
+    int4, full = tmp_path / "int4", tmp_path / "full"
+    Manifest(kind="quantized", scheme="w4a16").save(int4.mkdir() or int4)
+    Manifest(kind="demo").save(full.mkdir() or full)
+    probed: list[str] = []
+    kernel = {"present": False}
+
+    def fake_probe(path):
+        probed.append(str(path))
+        return kernel["present"]
+
+    monkeypatch.setattr(server_launch, "has_cpu_int4_kernel", fake_probe)
+    options = ServerOptions(kind="vllm", device="cpu", venv=str(venv), dtype="bfloat16")
+    with pytest.raises(ServerStartupError, match=r"int4 \(w4a16\).*no int4 kernel on this CPU"):
+        build_server(str(int4), options, tmp_path)
+    assert build_server(str(full), options, tmp_path).command and probed == [str(venv)]
+    kernel["present"] = True
+    assert str(int4) in build_server(str(int4), options, tmp_path).command
 
 
 def test_cpu_server_environment_is_offline_and_sizes_the_kv_cache(tmp_path):
