@@ -75,7 +75,7 @@ def test_int4_on_a_cpu_without_vllms_int4_kernel_is_refused_before_the_start(tmp
     what to do, where the build has no int4 kernel on this CPU (AVX2 only); a full-precision model
     is never probed. The probe is replaced here because the CPU feature it reads is the boundary
     (tests/workflow/test_vllm_study.py runs the real probe and server on whatever CPU CI has)."""
-    from flatscore.backends import server_launch
+    from flatscore.commands import serving
     from flatscore.models.manifest import Manifest
 
     venv = tmp_path / "venv"
@@ -92,13 +92,13 @@ def test_int4_on_a_cpu_without_vllms_int4_kernel_is_refused_before_the_start(tmp
         probed.append(str(path))
         return kernel["present"]
 
-    monkeypatch.setattr(server_launch, "has_cpu_int4_kernel", fake_probe)
+    monkeypatch.setattr(serving, "has_cpu_int4_kernel", fake_probe)
     options = ServerOptions(kind="vllm", device="cpu", venv=str(venv), dtype="bfloat16")
     with pytest.raises(ServerStartupError, match=r"int4 \(w4a16\).*no int4 kernel on this CPU"):
-        build_server(str(int4), options, tmp_path)
-    assert build_server(str(full), options, tmp_path).command and probed == [str(venv)]
+        serving.checked_server(str(int4), options, tmp_path)
+    assert serving.checked_server(str(full), options, tmp_path).command and probed == [str(venv)]
     kernel["present"] = True
-    assert str(int4) in build_server(str(int4), options, tmp_path).command
+    assert str(int4) in serving.checked_server(str(int4), options, tmp_path).command
 
 
 def test_cpu_server_environment_is_offline_and_sizes_the_kv_cache(tmp_path):

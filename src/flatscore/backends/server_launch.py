@@ -24,8 +24,7 @@ from flatscore.backends.serve import (
     transformers_serve_env,
     vllm_command,
 )
-from flatscore.backends.vllm_env import has_cpu_int4_kernel, read_marker, venv_python, vllm_cpu_env
-from flatscore.models.manifest import Manifest
+from flatscore.backends.vllm_env import read_marker, venv_python, vllm_cpu_env
 
 
 class ServerNotReadyError(RuntimeError):
@@ -97,7 +96,6 @@ def build_server(model: str, options: ServerOptions, log_dir: Path) -> ManagedSe
                     f"no vLLM environment at {options.venv}: build it with "
                     f"`flatscore build-vllm-env --venv {options.venv}` (the workflow's vllm_env rule does)"
                 )
-            refuse_int4_without_cpu_kernel(model, options.venv)
             env = vllm_cpu_env(options.venv, options.kv_cache_gib, log_dir / ".hf-cache")
         command = vllm_command(
             model,
@@ -116,24 +114,6 @@ def build_server(model: str, options: ServerOptions, log_dir: Path) -> ManagedSe
         command = transformers_serve_command(model, dtype=options.dtype or "auto")
         env = transformers_serve_env(log_dir / ".hf-cache")
     return ManagedServer(command, log_path=log_dir / "server.log", startup_timeout_s=options.startup_timeout_s, env=env)
-
-
-def refuse_int4_without_cpu_kernel(model: str, venv: str) -> None:
-    """Fail before the start where vLLM's CPU build cannot run a W4A16 model on this CPU.
-
-    Why: its AVX2 kernel library has no int4 kernel, and the server then dies a minute into its
-    start with an error deep in its log. Reads the scheme from flatscore's manifest of the model
-    folder (quantized by the workflow); a model without one is left to vLLM.
-    """
-    manifest = Manifest.find(model) if Path(model).is_dir() else None
-    if manifest is None or manifest.kind != "quantized" or getattr(manifest, "scheme", None) != "w4a16":
-        return
-    if not has_cpu_int4_kernel(venv):
-        raise ServerStartupError(
-            f"--vllm-device cpu: {model} is int4 (w4a16), and the vLLM CPU build in {venv} has no int4 kernel on "
-            "this CPU (AVX2 only; its W4A16 kernel needs AVX-512). Serve this arm on a GPU or an AVX-512 CPU, "
-            "or in process (backend: transformers)"
-        )
 
 
 def announced_server(path: Path, timeout_s: float) -> dict[str, Any]:

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from flatscore.commands.arguments import CLIError, noise_rates, non_negative_int, positive_int
-from flatscore.commands.serving import add_server_arguments, server_options
+from flatscore.commands.serving import add_server_arguments, checked_server, server_options
 from flatscore.config_defaults import ANY_KEY, schema_default
 
 
@@ -240,7 +240,7 @@ def _make_agent(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
 def _served_model(args: argparse.Namespace, out: Path) -> Any:
     """With --serve, start the model's server for this job (always stopped after); with
     --base-url-file, use the server a shared ``flatscore serve`` job announced there."""
-    from flatscore.backends.server_launch import ServerNotReadyError, announced_server, build_server
+    from flatscore.backends.server_launch import ServerNotReadyError, announced_server
 
     args.server_settings = None  # what the server does to the agent's answers: part of the identity
     if args.base_url_file:
@@ -255,7 +255,7 @@ def _served_model(args: argparse.Namespace, out: Path) -> Any:
     if args.agent != "llm" or args.backend != "openai":
         raise CLIError("--serve: needs --agent llm --backend openai")
     options = server_options(args)
-    server = build_server(args.model, options, out)
+    server = checked_server(args.model, options, out)
     args.base_url = server.base_url
     args.server_settings = options.describe()
     return server

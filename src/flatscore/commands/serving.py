@@ -7,7 +7,10 @@ import signal
 import threading
 from pathlib import Path
 
-from flatscore.backends.server_launch import ServerOptions
+from flatscore.backends.serve import ManagedServer, ServerStartupError
+from flatscore.backends.server_launch import ServerOptions, build_server
+from flatscore.backends.vllm_env import has_cpu_int4_kernel
+from flatscore.models.manifest import Manifest
 
 
 def add_server_arguments(parser: argparse.ArgumentParser) -> None:
@@ -70,7 +73,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     """A server for consumers (Snakemake service job): healthy -> announce -> wait for SIGTERM -> stop."""
-    from flatscore.backends.server_launch import build_server, serve_until_stopped
+    from flatscore.backends.server_launch import serve_until_stopped
 
     if not args.serve:
         raise ValueError("--serve: expected vllm or transformers")
@@ -79,7 +82,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     options = server_options(args)
-    server = build_server(args.model, options, announce.parent)
+    server = checked_server(args.model, options, announce.parent)
     info = {
         "base_url": server.base_url,
         "model": args.served_model or args.model,
@@ -130,3 +133,28 @@ def cmd_build_vllm_env(args: argparse.Namespace) -> int:
     if args.marker:
         write_json_atomic(Path(args.marker), marker)
     return 0
+
+
+def checked_server(model: str, options: ServerOptions, log_dir: Path) -> ManagedServer:
+    """:func:`build_server`, after refusing what the server could not run on this machine."""
+    if options.kind == "vllm" and options.device == "cpu" and options.venv:
+        refuse_int4_without_cpu_kernel(model, options.venv)
+    return build_server(model, options, log_dir)
+
+
+def refuse_int4_without_cpu_kernel(model: str, venv: str) -> None:
+    """Fail before the start where vLLM's CPU build cannot run a W4A16 model on this CPU.
+
+    Why: its AVX2 kernel library has no int4 kernel, and the server then dies a minute into its
+    start with an error deep in its log. Reads the scheme from flatscore's manifest of the model
+    folder (quantized by the workflow); a model without one is left to vLLM.
+    """
+    manifest = Manifest.find(model) if Path(model).is_dir() else None
+    if manifest is None or manifest.kind != "quantized" or getattr(manifest, "scheme", None) != "w4a16":
+        return
+    if not has_cpu_int4_kernel(venv):
+        raise ServerStartupError(
+            f"--vllm-device cpu: {model} is int4 (w4a16), and the vLLM CPU build in {venv} has no int4 kernel on "
+            "this CPU (AVX2 only; its W4A16 kernel needs AVX-512). Serve this arm on a GPU or an AVX-512 CPU, "
+            "or in process (backend: transformers)"
+        )
