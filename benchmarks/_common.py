@@ -16,6 +16,19 @@ from typing import Any
 WORKDIR = Path(os.environ.get("FLATSCORE_BENCH_DIR", "/tmp/flatscore_bench_common"))
 
 
+def cpu_name() -> str:
+    """The CPU's model name from /proc/cpuinfo ("unknown" where absent): this machine kind is an
+    AVX2-only AMD or an AVX-512/AMX Intel, and a figure is only comparable on the same one."""
+    try:
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+    except OSError:
+        return "unknown"
+    for line in lines:
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return "unknown"
+
+
 def one_thread() -> None:
     import torch
 

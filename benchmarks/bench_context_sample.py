@@ -16,7 +16,6 @@ measures the cost only; whether a model learns as well with the sample is a held
 from __future__ import annotations
 
 import os
-import platform
 import random
 import sys
 import time
@@ -51,16 +50,6 @@ def _batches(n: int):
     pad = tok.convert_tokens_to_ids("<|pad|>")
     print(f"{len(convs)} conversations, {len(examples)} examples ({WORKDIR})", flush=True)
     return tok, [_collate([examples[i] for i in order[j % len(order)]], pad) for j in range(n)]
-
-
-def _cpu_name() -> str:
-    """The CPU's model name (AVX2-only AMD and AMX Intel machines differ ~2.5x per step)."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            names = [line.split(":", 1)[1].strip() for line in f if line.startswith("model name")]
-    except OSError:
-        names = []
-    return (names[0] if names else platform.machine()).replace(" ", "_")
 
 
 def main(share: float = 0.25, steps: int = 8) -> None:
@@ -98,7 +87,9 @@ def main(share: float = 0.25, steps: int = 8) -> None:
     print(
         f"full context loss: {per_step[1.0]:.3f} s/step; share {share}: {per_step[share]:.3f} s/step; {tokens:.0f} tokens/step"
     )
-    cpu = _cpu_name()
+    from _common import cpu_name
+
+    cpu = cpu_name().replace(" ", "_")
     load1 = os.getloadavg()[0]
     verdict = "PASS" if ratio >= GOAL else "MISS"
     print(

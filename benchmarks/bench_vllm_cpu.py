@@ -22,7 +22,7 @@ import os
 import time
 from pathlib import Path
 
-from _common import WORKDIR, domain, result, run_llm_episodes
+from _common import WORKDIR, cpu_name, domain, result, run_llm_episodes
 
 
 def first_agent_text(record: dict) -> str:
@@ -149,7 +149,7 @@ def main() -> None:
     best = max(rates, key=rates.get)
     n_best = max(args.episodes, best)
     end_to_end = n_best / (start_s + n_best / rates[best])
-    print(f"vLLM server start: {start_s:.1f} s (dtype {args.dtype}); CPU: {_cpu()}")
+    print(f"vLLM server start: {start_s:.1f} s (dtype {args.dtype}); CPU: {cpu_name()}")
     print(f"greedy first answers equal to transformers': {same_first}/{len(pairs)}; whole episodes {same_whole}")
     for level in args.levels:
         print(f"  scaling x{rates[level] / rates[args.levels[0]]:.2f} at {level} in flight")
@@ -164,13 +164,6 @@ def main() -> None:
         first_answer_agreement=f"{same_first}/{len(pairs)}",
         same_prompt_ids=f"{same_prompt}/{len(recorded)}",
     )
-
-
-def _cpu() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return "unknown"
 
 
 if __name__ == "__main__":
