@@ -16,9 +16,14 @@ rule generate_domain:
         seed=lambda wc: config["domains"][wc.domain]["seed"],
         n_tasks=lambda wc: config["domains"][wc.domain]["n_tasks"],
         ids=lambda wc: config["domains"][wc.domain]["ids"],
+        kinds=lambda wc: (
+            f"--task-kinds {','.join(config['domains'][wc.domain]['task_kinds'])}"
+            if config["domains"][wc.domain].get("task_kinds")
+            else ""
+        ),
     shell:
         "flatscore generate-domain --domain {wildcards.domain} --out {params.out} "
-        "--seed {params.seed} --n-tasks {params.n_tasks} --ids {params.ids} > {log} 2>&1"
+        "--seed {params.seed} --n-tasks {params.n_tasks} --ids {params.ids} {params.kinds} > {log} 2>&1"
 
 
 rule expert_demos:

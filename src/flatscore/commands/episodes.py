@@ -27,6 +27,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=schema_default("domains", ANY_KEY, "ids"),
         help="id shapes: tau2-bench's (10-digit item ids...) or 3-digit ones (one token each for the demo model)",
     )
+    gen.add_argument(
+        "--task-kinds",
+        default=None,
+        help="comma-separated task kinds to draw (retail only; default: every kind); config/README.md lists them",
+    )
     gen.set_defaults(func=cmd_generate_domain)
 
     ex = sub.add_parser(
@@ -151,10 +156,20 @@ def cmd_generate_domain(args: argparse.Namespace) -> int:
     from flatscore.domains import domain_class
 
     cls = domain_class(args.domain)
-    path = cls.generate(
-        Path(args.out), seed=args.seed, n_tasks=args.n_tasks, eval_fraction=args.eval_fraction, ids=args.ids
-    )
-    print(f"wrote {args.domain} data ({args.n_tasks} tasks, seed {args.seed}, {args.ids} ids) to {path}")
+    kinds = None if args.task_kinds is None else [k for k in args.task_kinds.split(",") if k]
+    try:
+        path = cls.generate(
+            Path(args.out),
+            seed=args.seed,
+            n_tasks=args.n_tasks,
+            eval_fraction=args.eval_fraction,
+            ids=args.ids,
+            task_kinds=kinds,
+        )
+    except ValueError as err:
+        raise CLIError(str(err).replace("task_kinds:", "--task-kinds:", 1)) from None
+    which = "every task kind" if kinds is None else f"task kinds {', '.join(kinds)}"
+    print(f"wrote {args.domain} data ({args.n_tasks} tasks of {which}, seed {args.seed}, {args.ids} ids) to {path}")
     return 0
 
 

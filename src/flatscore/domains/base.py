@@ -8,6 +8,7 @@ layout, so generated and real data go through one loading path.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from pathlib import Path
 from typing import ClassVar
 
@@ -76,6 +77,15 @@ class Domain(ABC):
     @classmethod
     @abstractmethod
     def generate(
-        cls, out_dir: Path, seed: int, n_tasks: int = 120, eval_fraction: float = 0.3, ids: str = "tau2"
+        cls,
+        out_dir: Path,
+        seed: int,
+        n_tasks: int = 120,
+        eval_fraction: float = 0.3,
+        ids: str = "tau2",
+        task_kinds: Sequence[str] | None = None,
     ) -> Path:
-        """Write a seeded synthetic data folder in tau2's layout, with a train/test split."""
+        """Write a seeded synthetic data folder in tau2's layout, with a train/test split.
+
+        ``task_kinds``: the task kinds to draw (None: all); a domain without kinds refuses a list.
+        """

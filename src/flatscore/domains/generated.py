@@ -2,7 +2,8 @@
 
 Expert demonstrations add extra synthetic databases beside the study's own (``augment_dbs``);
 they must have the same id shapes as the data the model is evaluated on, or the model learns
-to copy ids of another length than it meets. The record carries that across, and tells a reader
+to copy ids of another length than it meets, and the same task kinds, or it trains on tasks it
+is never asked. The record carries that across, and tells a reader
 of the folder which generator settings made it. tau2-bench's own data has no record: its ids are
 tau2's shapes.
 """
@@ -17,8 +18,23 @@ GENERATOR_FILE = "flatscore_generator.json"
 TAU2_IDS = "tau2"
 
 
-def write_generator_record(out_dir: Path, domain: str, seed: int, n_tasks: int, eval_fraction: float, ids: str) -> None:
-    record = {"domain": domain, "seed": seed, "n_tasks": n_tasks, "eval_fraction": eval_fraction, "ids": ids}
+def write_generator_record(
+    out_dir: Path,
+    domain: str,
+    seed: int,
+    n_tasks: int,
+    eval_fraction: float,
+    ids: str,
+    task_kinds: list[str] | None = None,
+) -> None:
+    record = {
+        "domain": domain,
+        "seed": seed,
+        "n_tasks": n_tasks,
+        "eval_fraction": eval_fraction,
+        "ids": ids,
+        "task_kinds": task_kinds,
+    }
     (Path(out_dir) / GENERATOR_FILE).write_text(json.dumps(record, indent=2) + "\n")
 
 
@@ -28,3 +44,12 @@ def generated_ids(data_dir: str | Path) -> str:
     if not path.is_file():
         return TAU2_IDS
     return str(json.loads(path.read_text(encoding="utf-8")).get("ids", TAU2_IDS))
+
+
+def generated_task_kinds(data_dir: str | Path) -> list[str] | None:
+    """The task kinds ``data_dir`` was drawn from; None (every kind) where it has no record or no list."""
+    path = Path(data_dir) / GENERATOR_FILE
+    if not path.is_file():
+        return None
+    kinds = json.loads(path.read_text(encoding="utf-8")).get("task_kinds")
+    return None if kinds is None else [str(k) for k in kinds]

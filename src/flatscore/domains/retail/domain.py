@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -100,8 +101,14 @@ class RetailDomain(Domain):
 
     @classmethod
     def generate(
-        cls, out_dir: Path, seed: int, n_tasks: int = 120, eval_fraction: float = 0.3, ids: str = "tau2"
+        cls,
+        out_dir: Path,
+        seed: int,
+        n_tasks: int = 120,
+        eval_fraction: float = 0.3,
+        ids: str = "tau2",
+        task_kinds: Sequence[str] | None = None,
     ) -> Path:
         from .generator import generate
 
-        return generate(out_dir, seed, n_tasks=n_tasks, eval_fraction=eval_fraction, ids=ids)
+        return generate(out_dir, seed, n_tasks=n_tasks, eval_fraction=eval_fraction, ids=ids, task_kinds=task_kinds)

@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
 
 from ..generated import write_generator_record
 from .catalogue import BRANDS, CATALOGUE, CITIES, FIRST_NAMES, LAST_NAMES, N_ORDERS, N_USERS, PERSONAS, STREETS
 from .db_builder import build_db
-from .task_maker import build_tasks
+from .task_maker import TASK_KINDS, build_tasks, check_task_kinds
 
 __all__ = [
     "BRANDS",
@@ -34,6 +35,7 @@ __all__ = [
     "N_USERS",
     "PERSONAS",
     "STREETS",
+    "TASK_KINDS",
     "build_db",
     "build_tasks",
     "generate",
@@ -59,20 +61,29 @@ def package_policy() -> str:
     return resources.files(__package__).joinpath("policy.md").read_text()
 
 
-def generate(out_dir: Path | str, seed: int, n_tasks: int = 120, eval_fraction: float = 0.3, ids: str = "tau2") -> Path:
+def generate(
+    out_dir: Path | str,
+    seed: int,
+    n_tasks: int = 120,
+    eval_fraction: float = 0.3,
+    ids: str = "tau2",
+    task_kinds: Sequence[str] | None = None,
+) -> Path:
     """Write db.json, policy.md, tasks.json and split_tasks.json for ``seed`` into ``out_dir``.
 
     ``ids``: the id shapes (:data:`.db_builder.ID_SHAPES`): tau2-bench's, or short ones.
+    ``task_kinds``: the task kinds to draw (:data:`.task_maker.TASK_KINDS`); None: all of them.
     """
+    kinds = check_task_kinds(task_kinds)  # before anything is written
     rng = random.Random(seed)
     db = build_db(rng, ids)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    tasks = build_tasks(rng, db, n_tasks)
+    tasks = build_tasks(rng, db, n_tasks, kinds)
     splits = split(rng, [t["id"] for t in tasks], eval_fraction)
     db.dump_json(out / "db.json")
     (out / "policy.md").write_text(package_policy())
     (out / "tasks.json").write_text(json.dumps(tasks, indent=2, ensure_ascii=False) + "\n")
     (out / "split_tasks.json").write_text(json.dumps(splits, indent=2) + "\n")
-    write_generator_record(out, "retail", seed, n_tasks, eval_fraction, ids)
+    write_generator_record(out, "retail", seed, n_tasks, eval_fraction, ids, None if task_kinds is None else kinds)
     return out

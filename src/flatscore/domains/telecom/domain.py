@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import tomllib
+from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, ClassVar
@@ -104,8 +105,19 @@ class TelecomDomain(Domain):
 
     @classmethod
     def generate(
-        cls, out_dir: Path, seed: int, n_tasks: int = 120, eval_fraction: float = 0.3, ids: str = "tau2"
+        cls,
+        out_dir: Path,
+        seed: int,
+        n_tasks: int = 120,
+        eval_fraction: float = 0.3,
+        ids: str = "tau2",
+        task_kinds: Sequence[str] | None = None,
     ) -> Path:
+        if task_kinds is not None:
+            raise ValueError(
+                "task_kinds: only retail's generator draws tasks by kind; telecom's tasks come from its "
+                "fault list, so leave domains.telecom.task_kinds unset"
+            )
         from .generator import generate
 
         return generate(Path(out_dir), seed=seed, n_tasks=n_tasks, eval_fraction=eval_fraction, ids=ids)

@@ -20,7 +20,7 @@ from flatscore.agents.stumbling import StumblingAgent, is_slip
 from flatscore.agents.users import ScriptedUser
 from flatscore.domains import domain_class, load_domain
 from flatscore.domains.base import Domain
-from flatscore.domains.generated import generated_ids
+from flatscore.domains.generated import generated_ids, generated_task_kinds
 from flatscore.engine.episode import Episode, EpisodeSettings
 from flatscore.engine.runner import drive
 from flatscore.engine.scoring import Evaluator
@@ -91,11 +91,14 @@ def build_demonstrations(
         domain = load_domain(name, data)
         rows += expert_conversations(domain, split, expert_cls, prompter)
         n_tasks = len(domain.tasks())
-        ids = generated_ids(data)  # the extra databases have the eval data's id shapes
+        ids = generated_ids(data)  # the extra databases have the eval data's id shapes and task kinds
+        task_kinds = generated_task_kinds(data)
         with tempfile.TemporaryDirectory(prefix="flatscore-augment-") as tmp:
             for i in range(augment_dbs):
                 seed = AUGMENT_SEED0 + i
-                path = domain_class(name).generate(Path(tmp) / f"{name}-{seed}", seed=seed, n_tasks=n_tasks, ids=ids)
+                path = domain_class(name).generate(
+                    Path(tmp) / f"{name}-{seed}", seed=seed, n_tasks=n_tasks, ids=ids, task_kinds=task_kinds
+                )
                 extra = expert_conversations(load_domain(name, path), split, expert_cls, prompter, slip_rate)
                 rows += [{**row, "source": f"synthetic seed {seed}"} for row in extra]
     return rows
