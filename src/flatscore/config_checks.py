@@ -72,6 +72,21 @@ def file_problems(config: Mapping[str, Any]) -> Iterator[str]:
         yield f"config: results: {results} cannot be written (expected a folder this user may create or write)"
 
 
+def domain_problems(config: Mapping[str, Any]) -> Iterator[str]:
+    """A domain block's problems the schema cannot see: only retail's synthetic generator draws
+    tasks by kind (telecom's come from its fault list, and tau2's data is what it is)."""
+    for name, spec in (config.get("domains") or {}).items():
+        if (spec or {}).get("task_kinds") is None:
+            continue
+        if name != "retail":
+            yield f"config: domains.{name}.task_kinds: only retail's generator draws tasks by kind (expected no task_kinds here)"
+        elif spec.get("source") != "synthetic":
+            yield (
+                f"config: domains.{name}.task_kinds: only synthetic data is drawn by kind "
+                f"(expected source: synthetic, or no task_kinds with source: {spec.get('source')})"
+            )
+
+
 def gguf_problems(name: str, spec: Mapping[str, Any]) -> Iterator[str]:
     """A GGUF model the conversion would refuse, found before any job: the file is missing, is not
     the one ``gguf_sha256`` names, or its chat template renders no tools.

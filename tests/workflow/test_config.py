@@ -170,8 +170,16 @@ def test_without_configfile_the_default_config_is_used(tmp_path):
         (lambda c: c.__setitem__("bogus_key", 1), "config: (top level): Additional properties are not allowed"),
         (lambda c: c["backend"].__setitem__("max_in_flight", 0), "config: backend.max_in_flight: 0 is less than"),
         (lambda c: c["domains"]["retail"].__setitem__("source", "web"), "config: domains.retail.source: 'web'"),
+        (
+            lambda c: c["domains"]["retail"].__setitem__("task_kinds", ["cancel", "refund"]),
+            "config: domains.retail.task_kinds.1: 'refund' is not one of",
+        ),
+        (
+            lambda c: c["domains"]["telecom"].__setitem__("task_kinds", ["cancel"]),
+            "config: domains.telecom.task_kinds: only retail's generator draws tasks by kind",
+        ),
     ],
-    ids=["unknown-key", "out-of-range", "bad-enum"],
+    ids=["unknown-key", "out-of-range", "bad-enum", "unknown-task-kind", "task-kinds-on-telecom"],
 )
 def test_bad_config_is_one_line_naming_the_key(tmp_path, change, expected):
     """A bad config is refused before any job with one line naming the key (it printed the whole
@@ -191,6 +199,18 @@ def test_bad_config_is_one_line_naming_the_key(tmp_path, change, expected):
     assert expected in output
     assert len(output.splitlines()) < 10, output
     assert not (tmp_path / "results").exists()
+
+
+def test_task_kinds_reach_the_generator_and_no_list_passes_none(tmp_path):
+    """``domains.retail.task_kinds`` becomes the generator's ``--task-kinds``; a domain without
+    the key is generated with every kind (no flag)."""
+    config = yaml.safe_load((REPO / ".test" / "config" / "config.yaml").read_text())
+    config["domains"]["retail"]["task_kinds"] = ["tracking", "cancel"]
+    lines = [line for line in dry_run(tmp_path, config).splitlines() if "flatscore generate-domain" in line]
+    retail = [line for line in lines if "--domain retail" in line]
+    others = [line for line in lines if "--domain retail" not in line]
+    assert len(retail) == 1 and "--task-kinds tracking,cancel " in retail[0]
+    assert others and not any("--task-kinds" in line for line in others)
 
 
 def test_replicates_add_full_precision_cells_and_leave_the_others_alone(tmp_path):

@@ -16,7 +16,7 @@ from pathlib import Path
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
-from flatscore.config_checks import file_problems, user_problems
+from flatscore.config_checks import domain_problems, file_problems, user_problems
 from flatscore.engine.cell_folder import METRICS_FILE
 from flatscore.models.schemes import SCHEMES as QUANT_SCHEMES
 from flatscore.serving_checks import serving_problems
@@ -44,8 +44,9 @@ _problem = config_problem(config, Path(workflow.current_basedir) / ".." / "schem
 if _problem:
     raise WorkflowError(_problem)
 validate(config, schema="../schemas/config.schema.yaml")
-# What the schema cannot see (folders that must exist, outputs that must be writable), before any job
-_problem = next(itertools.chain(file_problems(config), user_problems(config)), None)
+# What the schema cannot see (folders that must exist, outputs that must be writable, task kinds
+# only where a generator draws them), before any job
+_problem = next(itertools.chain(file_problems(config), domain_problems(config), user_problems(config)), None)
 if _problem:
     raise WorkflowError(_problem)
 # What the configured server cannot load or run (vLLM's CPU build), before any job. A checkpoint

@@ -18,7 +18,7 @@ rule generate_domain:
         ids=lambda wc: config["domains"][wc.domain]["ids"],
         kinds=lambda wc: (
             f"--task-kinds {','.join(config['domains'][wc.domain]['task_kinds'])}"
-            if config["domains"][wc.domain].get("task_kinds")
+            if config["domains"][wc.domain]["task_kinds"]
             else ""
         ),
     shell:
