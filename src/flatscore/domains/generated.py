@@ -27,14 +27,15 @@ def write_generator_record(
     ids: str,
     task_kinds: list[str] | None = None,
 ) -> None:
-    record = {
+    record: dict[str, object] = {
         "domain": domain,
         "seed": seed,
         "n_tasks": n_tasks,
         "eval_fraction": eval_fraction,
         "ids": ids,
-        "task_kinds": task_kinds,
     }
+    if task_kinds is not None:  # absent means every kind: a folder of every kind keeps its bytes (and digest)
+        record["task_kinds"] = task_kinds
     (Path(out_dir) / GENERATOR_FILE).write_text(json.dumps(record, indent=2) + "\n")
 
 
