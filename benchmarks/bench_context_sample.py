@@ -29,21 +29,14 @@ def _batches(n: int):
     from flatscore.agents.diagnosing_expert import DiagnosingExpertAgent
     from flatscore.agents.llm import LLMAgent
     from flatscore.models.demo.demonstrations import expert_conversations
-    from flatscore.models.demo.drills import copy_drills
     from flatscore.models.demo.sizes import get_size
-    from flatscore.models.demo.tokenizer import render_for_training, train_tokenizer
-    from flatscore.models.demo.train import _collate, bucketed_batches, encode_rendered
+    from flatscore.models.demo.train import _collate, bucketed_batches, training_examples
 
     spec = get_size("default")
     convs = []
     for name in ("retail", "telecom"):
         convs += expert_conversations(domain(name), "train", DiagnosingExpertAgent, LLMAgent(compact=True))
-    rendered = [render_for_training(c["messages"], c.get("tools")) for c in convs]
-    tok = train_tokenizer([text for text, _, _ in rendered], vocab_size=spec["vocab_size"])
-    examples = encode_rendered(tok, rendered, spec["max_len"])
-    examples += encode_rendered(
-        tok, copy_drills(convs, spec["copy_drills"], spec["phone_drill_repeats"]), spec["max_len"]
-    )
+    tok, examples, _ = training_examples(convs, spec, spec["max_len"], seed=0)
     order = bucketed_batches(
         [len(x) for x, _ in examples], spec["batch_size"], random.Random(0), max_tokens=spec["max_batch_tokens"]
     )

@@ -242,6 +242,31 @@ def train_demo_model(
         torch.set_num_threads(prev_threads)
 
 
+def training_examples(
+    conversations: list[dict[str, Any]], spec: dict[str, Any], max_len: int, seed: int
+) -> tuple[Any, list[tuple[list[int], list[int]]], int]:
+    """The tokenizer trained on ``conversations`` and the (ids, labels) examples a size trains on.
+
+    Returns (tokenizer, examples, n_demo_examples): the whole demonstrations come first, then the
+    size's drills. One place for it, so that a benchmark measures the steps training takes.
+    """
+    rendered = [render_for_training(c["messages"], c.get("tools")) for c in conversations]
+    tokenizer = train_tokenizer([text for text, _, _ in rendered], vocab_size=spec["vocab_size"])
+    silence_first = bool(spec.get("silent_first_mentions"))
+    if silence_first:
+        rendered = with_first_mentions_silent(rendered)
+    examples = encode_rendered(tokenizer, rendered, max_len)
+    n_demo_examples = len(examples)
+    drill_context = int(spec.get("copy_drills") or 0)
+    phone_repeats = int(spec.get("phone_drill_repeats") or 1)
+    if drill_context:
+        drills = copy_drills(conversations, drill_context, phone_repeats)
+        if spec.get("scrambled_drills"):
+            drills += scrambled_drills(conversations, drill_context, seed)
+        examples += encode_rendered(tokenizer, with_first_mentions_silent(drills) if silence_first else drills, max_len)
+    return tokenizer, examples, n_demo_examples
+
+
 def _train(
     conversations,
     out_dir,
@@ -261,20 +286,9 @@ def _train(
     random.seed(seed)
     torch.manual_seed(seed)
 
-    rendered = [render_for_training(c["messages"], c.get("tools")) for c in conversations]
-    tokenizer = train_tokenizer([text for text, _, _ in rendered], vocab_size=spec["vocab_size"])
-    silence_first = bool(spec.get("silent_first_mentions"))
-    if silence_first:
-        rendered = with_first_mentions_silent(rendered)
-    examples = encode_rendered(tokenizer, rendered, max_len)
-    n_demo_examples = len(examples)
-    drill_context = int(spec.get("copy_drills") or 0)
+    tokenizer, examples, n_demo_examples = training_examples(conversations, spec, max_len, seed)
+    drill_context = int(spec.get("copy_drills") or 0)  # recorded in the manifest
     phone_repeats = int(spec.get("phone_drill_repeats") or 1)
-    if drill_context:
-        drills = copy_drills(conversations, drill_context, phone_repeats)
-        if spec.get("scrambled_drills"):
-            drills += scrambled_drills(conversations, drill_context, seed)
-        examples += encode_rendered(tokenizer, with_first_mentions_silent(drills) if silence_first else drills, max_len)
     max_batch_tokens = spec.get("max_batch_tokens")
     context_weight = float(spec.get("context_loss_weight") or 0.0)
     share = spec.get("context_sample")
@@ -400,7 +414,7 @@ def _train(
         copy_every=copy_every or None,
         copy_span=copy_span if copy_steps or copy_every else None,
         copy_recall=recall or None,
-        silent_first_mentions=silence_first or None,
+        silent_first_mentions=bool(spec.get("silent_first_mentions")) or None,
         max_seconds=max_seconds,
         bf16_autocast=bf16,
         num_threads=num_threads,
