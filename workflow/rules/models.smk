@@ -42,9 +42,10 @@ rule expert_demos:
         prompt=lambda wc: model_spec(wc.model)["prompt"],
         augment=lambda wc: model_spec(wc.model)["augment_dbs"],
         slip_rate=lambda wc: model_spec(wc.model)["slip_rate"],
+        identities=lambda wc: model_spec(wc.model)["augment_identities"],
     shell:
         "flatscore demos {params.domains} --split train --prompt {params.prompt} --augment-dbs {params.augment} "
-        "--slip-rate {params.slip_rate} "
+        "--augment-identities {params.identities} --slip-rate {params.slip_rate} "
         "--out {output.demos} > {log} 2>&1"
 
 

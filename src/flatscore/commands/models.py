@@ -38,6 +38,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         "conversation, the demo model must copy them from the context instead of memorising them",
     )
     p.add_argument(
+        "--augment-identities",
+        choices=["pool", "open"],
+        default=schema_default("models", ANY_KEY, "augment_identities"),
+        help="the augmented retail databases' customer names and zips: from the generator's lists "
+        "(pool) or made up (open), so that names are copied, not guessed",
+    )
+    p.add_argument(
         "--slip-rate",
         type=float,
         default=schema_default("models", ANY_KEY, "slip_rate"),
@@ -109,7 +116,9 @@ def cmd_demos(args: argparse.Namespace) -> int:
         data_dirs[name] = data
     if not 0.0 <= args.slip_rate <= 1.0:
         raise ValueError(f"--slip-rate: expected a probability in [0, 1], got {args.slip_rate}")
-    rows = build_demonstrations(data_dirs, args.split, args.prompt, args.expert, args.augment_dbs, args.slip_rate)
+    rows = build_demonstrations(
+        data_dirs, args.split, args.prompt, args.expert, args.augment_dbs, args.slip_rate, args.augment_identities
+    )
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))

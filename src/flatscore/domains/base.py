@@ -74,6 +74,10 @@ class Domain(ABC):
         """The agent's policy text (tau2's policy.md / main_policy.md)."""
 
     # -- synthetic data ------------------------------------------------------------------
+    #: How the generator may draw customers' identities: ``pool`` (names from a fixed list) in
+    #: every domain; retail also makes them up (``open``) for the demo model's extra databases.
+    IDENTITY_SHAPES: ClassVar[tuple[str, ...]] = ("pool",)
+
     @classmethod
     @abstractmethod
     def generate(
@@ -84,8 +88,10 @@ class Domain(ABC):
         eval_fraction: float = 0.3,
         ids: str = "tau2",
         task_kinds: Sequence[str] | None = None,
+        identities: str = "pool",
     ) -> Path:
         """Write a seeded synthetic data folder in tau2's layout, with a train/test split.
 
         ``task_kinds``: the task kinds to draw (None: all); a domain without kinds refuses a list.
+        ``identities``: one of :attr:`IDENTITY_SHAPES`, how customers' names and zips are drawn.
         """

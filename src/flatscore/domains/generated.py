@@ -26,6 +26,7 @@ def write_generator_record(
     eval_fraction: float,
     ids: str,
     task_kinds: list[str] | None = None,
+    identities: str = "pool",
 ) -> None:
     record: dict[str, object] = {
         "domain": domain,
@@ -36,6 +37,8 @@ def write_generator_record(
     }
     if task_kinds is not None:  # absent means every kind: a folder of every kind keeps its bytes (and digest)
         record["task_kinds"] = task_kinds
+    if identities != "pool":  # likewise: a folder of the usual names keeps its bytes
+        record["identities"] = identities
     (Path(out_dir) / GENERATOR_FILE).write_text(json.dumps(record, indent=2) + "\n")
 
 

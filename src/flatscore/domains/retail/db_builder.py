@@ -74,16 +74,12 @@ class _Ids:
                 return value
 
 
-def _address(rng: random.Random) -> UserAddress:
+def _address(rng: random.Random, made_up_zip: bool = False) -> UserAddress:
     city, state, zip_prefix = rng.choice(CITIES)
-    return UserAddress(
-        address1=f"{rng.randint(10, 999)} {rng.choice(STREETS)}",
-        address2=rng.choice(["", f"Suite {rng.randint(100, 999)}", f"Apt {rng.randint(1, 40)}"]),
-        city=city,
-        country="USA",
-        state=state,
-        zip=f"{zip_prefix}{rng.randint(0, 99):02d}",
-    )
+    address1 = f"{rng.randint(10, 999)} {rng.choice(STREETS)}"
+    address2 = rng.choice(["", f"Suite {rng.randint(100, 999)}", f"Apt {rng.randint(1, 40)}"])
+    zip_code = f"{rng.randint(10000, 99999)}" if made_up_zip else f"{zip_prefix}{rng.randint(0, 99):02d}"
+    return UserAddress(address1=address1, address2=address2, city=city, country="USA", state=state, zip=zip_code)
 
 
 def _products(rng: random.Random, ids: _Ids, shapes: IdShapes) -> dict[str, Product]:
@@ -106,13 +102,29 @@ def _products(rng: random.Random, ids: _Ids, shapes: IdShapes) -> dict[str, Prod
     return products
 
 
-def _users(rng: random.Random, ids: _Ids, shapes: IdShapes) -> dict[str, User]:
+#: Syllables of made-up names (``identities="open"``): consonant + vowel, ~70 of them.
+_ONSETS = "bdfgklmnprstvz"
+_VOWELS = "aeiou"
+#: Identity shapes: ``pool`` draws names from the catalogue's 30 first and 25 last names and a
+#: zip from its 12 cities' prefixes; ``open`` makes up each name from 2-3 random syllables and the
+#: zip from 5 random digits, so that no name or zip is frequent enough to be guessed.
+IDENTITY_SHAPES = ("pool", "open")
+
+
+def _made_up_name(rng: random.Random) -> str:
+    return "".join(rng.choice(_ONSETS) + rng.choice(_VOWELS) for _ in range(rng.choice((2, 2, 3)))).capitalize()
+
+
+def _users(rng: random.Random, ids: _Ids, shapes: IdShapes, identities: str = "pool") -> dict[str, User]:
     users: dict[str, User] = {}
     seen_name_zip: set[tuple[str, str, str]] = set()
     emails: set[str] = set()
     while len(users) < N_USERS:
-        first, last = rng.choice(FIRST_NAMES), rng.choice(LAST_NAMES)
-        address = _address(rng)
+        if identities == "open":
+            first, last = _made_up_name(rng), _made_up_name(rng)
+        else:
+            first, last = rng.choice(FIRST_NAMES), rng.choice(LAST_NAMES)
+        address = _address(rng, made_up_zip=identities == "open")
         if (first, last, address.zip) in seen_name_zip:
             continue
         number = rng.randint(10 ** (shapes.user_digits - 1), 10**shapes.user_digits - 1)
@@ -192,13 +204,16 @@ def _orders(
     return orders
 
 
-def build_db(rng: random.Random, ids: str = "tau2") -> RetailDB:
-    """The database for ``rng``'s stream; ``ids`` names the :data:`ID_SHAPES` to draw."""
+def build_db(rng: random.Random, ids: str = "tau2", identities: str = "pool") -> RetailDB:
+    """The database for ``rng``'s stream; ``ids`` names the :data:`ID_SHAPES` to draw,
+    ``identities`` one of :data:`IDENTITY_SHAPES`."""
     if ids not in ID_SHAPES:
         raise ValueError(f"ids: expected one of {sorted(ID_SHAPES)}, got {ids!r}")
+    if identities not in IDENTITY_SHAPES:
+        raise ValueError(f"identities: expected one of {list(IDENTITY_SHAPES)}, got {identities!r}")
     shapes = ID_SHAPES[ids]
     digits = _Ids(rng)
     products = _products(rng, digits, shapes)
-    users = _users(rng, digits, shapes)
+    users = _users(rng, digits, shapes, identities)
     orders = _orders(rng, digits, users, products, shapes)
     return RetailDB(products=products, users=users, orders=orders)

@@ -13,6 +13,7 @@ from ..base import Domain, DomainDataError
 from ..cow import CopyOnAccessDict
 from ..environment import Environment
 from .data_model import Order, Product, RetailDB, User
+from .db_builder import IDENTITY_SHAPES
 from .tools import RetailTools
 
 POLICY_FILES = ("policy.md", "main_policy.md")
@@ -47,6 +48,7 @@ class RetailDomain(Domain):
 
     name: ClassVar[str] = "retail"
     dual_control: ClassVar[bool] = False
+    IDENTITY_SHAPES: ClassVar[tuple[str, ...]] = IDENTITY_SHAPES
 
     def __init__(self, data_dir: Path | str) -> None:
         super().__init__(data_dir)
@@ -108,7 +110,16 @@ class RetailDomain(Domain):
         eval_fraction: float = 0.3,
         ids: str = "tau2",
         task_kinds: Sequence[str] | None = None,
+        identities: str = "pool",
     ) -> Path:
         from .generator import generate
 
-        return generate(out_dir, seed, n_tasks=n_tasks, eval_fraction=eval_fraction, ids=ids, task_kinds=task_kinds)
+        return generate(
+            out_dir,
+            seed,
+            n_tasks=n_tasks,
+            eval_fraction=eval_fraction,
+            ids=ids,
+            task_kinds=task_kinds,
+            identities=identities,
+        )

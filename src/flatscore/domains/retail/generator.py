@@ -68,15 +68,18 @@ def generate(
     eval_fraction: float = 0.3,
     ids: str = "tau2",
     task_kinds: Sequence[str] | None = None,
+    identities: str = "pool",
 ) -> Path:
     """Write db.json, policy.md, tasks.json and split_tasks.json for ``seed`` into ``out_dir``.
 
     ``ids``: the id shapes (:data:`.db_builder.ID_SHAPES`): tau2-bench's, or short ones.
     ``task_kinds``: the task kinds to draw (:data:`.task_maker.TASK_KINDS`); None: all of them.
+    ``identities``: :data:`.db_builder.IDENTITY_SHAPES`: names and zips from the catalogue's
+    lists, or made up (for the demo model's extra databases: nothing to memorise, only to copy).
     """
     kinds = check_task_kinds(task_kinds)  # before anything is written
     rng = random.Random(seed)
-    db = build_db(rng, ids)
+    db = build_db(rng, ids, identities)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     tasks = build_tasks(rng, db, n_tasks, kinds)
@@ -85,5 +88,7 @@ def generate(
     (out / "policy.md").write_text(package_policy())
     (out / "tasks.json").write_text(json.dumps(tasks, indent=2, ensure_ascii=False) + "\n")
     (out / "split_tasks.json").write_text(json.dumps(splits, indent=2) + "\n")
-    write_generator_record(out, "retail", seed, n_tasks, eval_fraction, ids, None if task_kinds is None else kinds)
+    write_generator_record(
+        out, "retail", seed, n_tasks, eval_fraction, ids, None if task_kinds is None else kinds, identities
+    )
     return out

@@ -112,7 +112,12 @@ class TelecomDomain(Domain):
         eval_fraction: float = 0.3,
         ids: str = "tau2",
         task_kinds: Sequence[str] | None = None,
+        identities: str = "pool",
     ) -> Path:
+        if identities not in cls.IDENTITY_SHAPES:
+            raise ValueError(
+                f"identities: telecom's generator draws names from its list only (expected 'pool', got {identities!r})"
+            )
         if task_kinds is not None:
             raise ValueError(
                 "task_kinds: only retail's generator draws tasks by kind; telecom's tasks come from its "

@@ -76,11 +76,14 @@ def build_demonstrations(
     expert: Literal["diagnosing", "oracle"],
     augment_dbs: int,
     slip_rate: float = 0.0,
+    augment_identities: str = "pool",
 ) -> list[dict[str, Any]]:
     """Conversations of every domain in ``data_dirs`` (name -> data folder), plus augmented databases.
 
     ``slip_rate``: the augmented databases' experts slip and recover at that rate per call (the
     eval database's own train split stays clean, so every task is also seen solved without a slip).
+    ``augment_identities``: ``open`` gives the augmented retail databases made-up names and zips, so
+    that a name in a call can only be copied from the conversation, never guessed from a short list.
     """
     if augment_dbs < 0:
         raise ValueError(f"--augment-dbs: expected a count >= 0, got {augment_dbs}")
@@ -93,11 +96,19 @@ def build_demonstrations(
         n_tasks = len(domain.tasks())
         ids = generated_ids(data)  # the extra databases have the eval data's id shapes and task kinds
         task_kinds = generated_task_kinds(data)
+        # made-up names and zips where the domain's generator has them (retail); the pool elsewhere
+        cls = domain_class(name)
+        identities = augment_identities if augment_identities in cls.IDENTITY_SHAPES else "pool"
         with tempfile.TemporaryDirectory(prefix="flatscore-augment-") as tmp:
             for i in range(augment_dbs):
                 seed = AUGMENT_SEED0 + i
-                path = domain_class(name).generate(
-                    Path(tmp) / f"{name}-{seed}", seed=seed, n_tasks=n_tasks, ids=ids, task_kinds=task_kinds
+                path = cls.generate(
+                    Path(tmp) / f"{name}-{seed}",
+                    seed=seed,
+                    n_tasks=n_tasks,
+                    ids=ids,
+                    task_kinds=task_kinds,
+                    identities=identities,
                 )
                 extra = expert_conversations(load_domain(name, path), split, expert_cls, prompter, slip_rate)
                 rows += [{**row, "source": f"synthetic seed {seed}"} for row in extra]
