@@ -76,3 +76,5 @@ def test_demonstrations_made_up_identities_reach_only_the_extra_retail_databases
     extra = [r for r in made_up if r["domain"] == "retail" and r.get("source")]
     names = looked_up_first_names(extra)
     assert names and sum(n not in FIRST_NAMES for n in names) >= 0.9 * len(names)
+    with pytest.raises(ValueError, match="--augment-identities: expected one of"):
+        build_demonstrations(data, "train", "compact", "diagnosing", augment_dbs=1, augment_identities="opne")

@@ -21,6 +21,7 @@ from flatscore.agents.users import ScriptedUser
 from flatscore.domains import domain_class, load_domain
 from flatscore.domains.base import Domain
 from flatscore.domains.generated import generated_ids, generated_task_kinds
+from flatscore.domains.retail.db_builder import IDENTITY_SHAPES as RETAIL_IDENTITY_SHAPES
 from flatscore.engine.episode import Episode, EpisodeSettings
 from flatscore.engine.runner import drive
 from flatscore.engine.scoring import Evaluator
@@ -87,6 +88,10 @@ def build_demonstrations(
     """
     if augment_dbs < 0:
         raise ValueError(f"--augment-dbs: expected a count >= 0, got {augment_dbs}")
+    if augment_identities not in RETAIL_IDENTITY_SHAPES:  # retail's are every shape any domain has
+        raise ValueError(
+            f"--augment-identities: expected one of {list(RETAIL_IDENTITY_SHAPES)}, got {augment_identities!r}"
+        )
     prompter = LLMAgent(compact=prompt == "compact")
     expert_cls = DiagnosingExpertAgent if expert == "diagnosing" else ExpertAgent
     rows: list[dict[str, Any]] = []
