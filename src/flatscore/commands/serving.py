@@ -81,14 +81,25 @@ def cmd_serve(args: argparse.Namespace) -> int:
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
+    from flatscore.atomic_write import write_json_atomic
+
     options = server_options(args)
-    server = checked_server(args.model, options, announce.parent)
+    server = build_server(args.model, options, announce.parent)
     info = {
         "base_url": server.base_url,
         "model": args.served_model or args.model,
         "kind": args.serve,
         "settings": options.describe(),
     }
+    # Announced before the checks: Snakemake looks for a service's output within --latency-wait
+    # (5 s) of starting its consumers, and the int4 kernel probe alone takes ~10 s (the int4 arm's
+    # group failed on an AVX-512 CPU when this came after the probe).
+    write_json_atomic(announce, {**info, "status": "starting"})
+    try:
+        refuse_unservable(args.model, options)
+    except BaseException:
+        write_json_atomic(announce, {**info, "status": "failed"})
+        raise
     serve_until_stopped(server, announce, info, stop)
     return 0
 
@@ -137,9 +148,14 @@ def cmd_build_vllm_env(args: argparse.Namespace) -> int:
 
 def checked_server(model: str, options: ServerOptions, log_dir: Path) -> ManagedServer:
     """:func:`build_server`, after refusing what the server could not run on this machine."""
+    refuse_unservable(model, options)
+    return build_server(model, options, log_dir)
+
+
+def refuse_unservable(model: str, options: ServerOptions) -> None:
+    """Raise :class:`ServerStartupError` for what the configured server could not run here."""
     if options.kind == "vllm" and options.device == "cpu" and options.venv:
         refuse_int4_without_cpu_kernel(model, options.venv)
-    return build_server(model, options, log_dir)
 
 
 def refuse_int4_without_cpu_kernel(model: str, venv: str) -> None:
