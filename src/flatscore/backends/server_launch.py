@@ -12,6 +12,7 @@ import hashlib
 import json
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -138,7 +139,12 @@ def announced_server(path: Path, timeout_s: float) -> dict[str, Any]:
 
 
 def serve_until_stopped(
-    server: ManagedServer, announce: Path, info: dict[str, Any], stop: threading.Event, max_restarts: int = 3
+    server: ManagedServer,
+    announce: Path,
+    info: dict[str, Any],
+    stop: threading.Event,
+    max_restarts: int = 3,
+    preflight: Callable[[], None] | None = None,
 ) -> None:
     """Start ``server``, announce it, and keep it up until ``stop`` is set.
 
@@ -147,10 +153,15 @@ def serve_until_stopped(
     that dies (killed, out of memory) is started again on the same port, up to ``max_restarts``
     times, announced as ``restarting`` meanwhile: its consumers' requests fail over that gap and
     are retried (the OpenAI backend waits out an outage), so a cell loses no episode to it.
+    ``preflight`` (checks that may refuse the model, e.g. a ~10-s kernel probe) runs after the
+    ``starting`` announcement, so that it never delays it past Snakemake's --latency-wait (5 s);
+    a refusal is announced ``failed`` like any failed start.
     """
     write_json_atomic(announce, {**info, "status": "starting"})
     restarts = 0
     try:
+        if preflight is not None:
+            preflight()
         with server:
             write_json_atomic(announce, {**info, "status": "ready", "pid": server.pid})
             print(f"serving {info['model']} at {server.base_url}", flush=True)

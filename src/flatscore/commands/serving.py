@@ -72,7 +72,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    """A server for consumers (Snakemake service job): healthy -> announce -> wait for SIGTERM -> stop."""
+    """A server for consumers (Snakemake service job): announce 'starting' -> check -> healthy ->
+    announce 'ready' -> wait for SIGTERM -> stop."""
     from flatscore.backends.server_launch import serve_until_stopped
 
     if not args.serve:
@@ -81,8 +82,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    from flatscore.atomic_write import write_json_atomic
-
     options = server_options(args)
     server = build_server(args.model, options, announce.parent)
     info = {
@@ -91,16 +90,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         "kind": args.serve,
         "settings": options.describe(),
     }
-    # Announced before the checks: Snakemake looks for a service's output within --latency-wait
-    # (5 s) of starting its consumers, and the int4 kernel probe alone takes ~10 s (the int4 arm's
-    # group failed on an AVX-512 CPU when this came after the probe).
-    write_json_atomic(announce, {**info, "status": "starting"})
-    try:
-        refuse_unservable(args.model, options)
-    except BaseException:
-        write_json_atomic(announce, {**info, "status": "failed"})
-        raise
-    serve_until_stopped(server, announce, info, stop)
+    # the checks run after the 'starting' announcement: the int4 kernel probe alone takes ~10 s,
+    # past Snakemake's --latency-wait (the int4 arm's group failed on an AVX-512 CPU before)
+    serve_until_stopped(server, announce, info, stop, preflight=lambda: refuse_unservable(args.model, options))
     return 0
 
 
