@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 GENERATOR_FILE = "flatscore_generator.json"
 #: The id shapes of tau2-bench's own data (and of a folder without a record).
@@ -44,16 +45,16 @@ def write_generator_record(
 
 def generated_ids(data_dir: str | Path) -> str:
     """The id shapes ``data_dir`` was generated with; :data:`TAU2_IDS` where it has no record."""
-    path = Path(data_dir) / GENERATOR_FILE
-    if not path.is_file():
-        return TAU2_IDS
-    return str(json.loads(path.read_text(encoding="utf-8")).get("ids", TAU2_IDS))
+    return str(generator_record(data_dir).get("ids", TAU2_IDS))
 
 
 def generated_task_kinds(data_dir: str | Path) -> list[str] | None:
     """The task kinds ``data_dir`` was drawn from; None (every kind) where it has no record or no list."""
-    path = Path(data_dir) / GENERATOR_FILE
-    if not path.is_file():
-        return None
-    kinds = json.loads(path.read_text(encoding="utf-8")).get("task_kinds")
+    kinds = generator_record(data_dir).get("task_kinds")
     return None if kinds is None else [str(k) for k in kinds]
+
+
+def generator_record(data_dir: str | Path) -> dict[str, Any]:
+    """The record ``data_dir`` was generated with; empty where it has none (tau2-bench's own data)."""
+    path = Path(data_dir) / GENERATOR_FILE
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
