@@ -43,6 +43,7 @@ from typing import Any, Sequence
 import httpx
 
 from flatscore.backends.offline import OFFLINE_ENV
+from flatscore.backends.server_guard import guarded_command
 
 #: A transformers ``response_template`` for ChatML + Hermes tool calls (what transformers serve
 #: uses to fill ``message.tool_calls``); the same regions as its built-in Qwen2 fallback.
@@ -87,7 +88,9 @@ class ManagedServer:
 
     ``command`` may contain ``{port}``, which is replaced by the port (a free one when
     ``port=0``). The process starts in a new session, so that stopping it ends its children
-    too (vLLM and uvicorn start workers).
+    too (vLLM and uvicorn start workers), under a guard (:mod:`~flatscore.backends.server_guard`)
+    that ends that session when this process dies without stopping it (a SIGKILL).
+    ``pid`` and ``process`` are the guard's, the session's leader; it exits as the server does.
     """
 
     def __init__(
@@ -132,7 +135,7 @@ class ManagedServer:
         if self.env:
             env.update(self.env)
         self.process = subprocess.Popen(
-            self.command,
+            guarded_command(self.command),
             stdout=self._log if self._log else subprocess.DEVNULL,
             stderr=subprocess.STDOUT if self._log else subprocess.DEVNULL,
             stdin=subprocess.DEVNULL,
