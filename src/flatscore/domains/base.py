@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from .environment import Environment
+from .generated import GeneratorSettings
 from .tasks import Task, TaskFileError, load_tasks, task_split
 
 
@@ -78,8 +79,10 @@ class Domain(ABC):
     #: every domain; retail also makes them up (``open``) for the demo model's extra databases.
     IDENTITY_SHAPES: ClassVar[tuple[str, ...]] = ("pool",)
 
+    #: The task kinds a domain's generator can draw by name (retail's); None: it draws none by kind.
+    TASK_KINDS: ClassVar[tuple[str, ...] | None] = None
+
     @classmethod
-    @abstractmethod
     def generate(
         cls,
         out_dir: Path,
@@ -94,4 +97,29 @@ class Domain(ABC):
 
         ``task_kinds``: the task kinds to draw (None: all); a domain without kinds refuses a list.
         ``identities``: one of :attr:`IDENTITY_SHAPES`, how customers' names and zips are drawn.
+        Both are refused here, before anything is written, where the domain cannot draw them.
         """
+        if identities not in cls.IDENTITY_SHAPES:
+            raise ValueError(
+                f"identities: {cls.name}'s generator draws names as one of {list(cls.IDENTITY_SHAPES)}, "
+                f"got {identities!r}"
+            )
+        if task_kinds is not None and cls.TASK_KINDS is None:
+            raise ValueError(
+                f"task_kinds: only retail's generator draws tasks by kind; {cls.name}'s are drawn otherwise, "
+                f"so leave domains.{cls.name}.task_kinds unset"
+            )
+        settings = GeneratorSettings(
+            seed=seed,
+            n_tasks=n_tasks,
+            eval_fraction=eval_fraction,
+            ids=ids,
+            task_kinds=None if task_kinds is None else tuple(task_kinds),
+            identities=identities,
+        )
+        return cls.write_synthetic(Path(out_dir), settings)
+
+    @classmethod
+    @abstractmethod
+    def write_synthetic(cls, out_dir: Path, settings: GeneratorSettings) -> Path:
+        """The domain's generator: write the folder that :meth:`generate` describes."""

@@ -11,6 +11,7 @@ tau2's shapes.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -19,27 +20,36 @@ GENERATOR_FILE = "flatscore_generator.json"
 TAU2_IDS = "tau2"
 
 
-def write_generator_record(
-    out_dir: Path,
-    domain: str,
-    seed: int,
-    n_tasks: int,
-    eval_fraction: float,
-    ids: str,
-    task_kinds: list[str] | None = None,
-    identities: str = "pool",
-) -> None:
+@dataclass(frozen=True)
+class GeneratorSettings:
+    """How a synthetic data folder is drawn: what :meth:`Domain.generate` takes, a domain's
+    generator reads and the folder's record keeps (one list of settings for all three).
+
+    ``ids``: the id shapes (tau2-bench's, or short ones); ``task_kinds``: the task kinds to draw,
+    None for all of them (retail only); ``identities``: how customers' names and zips are drawn
+    (``pool`` from the catalogue's lists; retail also ``open``, made up).
+    """
+
+    seed: int
+    n_tasks: int = 120
+    eval_fraction: float = 0.3
+    ids: str = TAU2_IDS
+    task_kinds: tuple[str, ...] | None = None
+    identities: str = "pool"
+
+
+def write_generator_record(out_dir: Path, domain: str, settings: GeneratorSettings) -> None:
     record: dict[str, object] = {
         "domain": domain,
-        "seed": seed,
-        "n_tasks": n_tasks,
-        "eval_fraction": eval_fraction,
-        "ids": ids,
+        "seed": settings.seed,
+        "n_tasks": settings.n_tasks,
+        "eval_fraction": settings.eval_fraction,
+        "ids": settings.ids,
     }
-    if task_kinds is not None:  # absent means every kind: a folder of every kind keeps its bytes (and digest)
-        record["task_kinds"] = task_kinds
-    if identities != "pool":  # likewise: a folder of the usual names keeps its bytes
-        record["identities"] = identities
+    if settings.task_kinds is not None:  # absent means every kind: a folder of every kind keeps its bytes (and digest)
+        record["task_kinds"] = list(settings.task_kinds)
+    if settings.identities != "pool":  # likewise: a folder of the usual names keeps its bytes
+        record["identities"] = settings.identities
     (Path(out_dir) / GENERATOR_FILE).write_text(json.dumps(record, indent=2) + "\n")
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -12,8 +11,10 @@ from pydantic import ValidationError
 from ..base import Domain, DomainDataError
 from ..cow import CopyOnAccessDict
 from ..environment import Environment
+from ..generated import GeneratorSettings
 from .data_model import Order, Product, RetailDB, User
 from .db_builder import IDENTITY_SHAPES
+from .task_maker import TASK_KINDS
 from .tools import RetailTools
 
 POLICY_FILES = ("policy.md", "main_policy.md")
@@ -49,6 +50,7 @@ class RetailDomain(Domain):
     name: ClassVar[str] = "retail"
     dual_control: ClassVar[bool] = False
     IDENTITY_SHAPES: ClassVar[tuple[str, ...]] = IDENTITY_SHAPES
+    TASK_KINDS: ClassVar[tuple[str, ...] | None] = TASK_KINDS
 
     def __init__(self, data_dir: Path | str) -> None:
         super().__init__(data_dir)
@@ -102,24 +104,7 @@ class RetailDomain(Domain):
         return Environment("retail", RetailTools(self.fresh_db()), None, self._policy)
 
     @classmethod
-    def generate(
-        cls,
-        out_dir: Path,
-        seed: int,
-        n_tasks: int = 120,
-        eval_fraction: float = 0.3,
-        ids: str = "tau2",
-        task_kinds: Sequence[str] | None = None,
-        identities: str = "pool",
-    ) -> Path:
+    def write_synthetic(cls, out_dir: Path, settings: GeneratorSettings) -> Path:
         from .generator import generate
 
-        return generate(
-            out_dir,
-            seed,
-            n_tasks=n_tasks,
-            eval_fraction=eval_fraction,
-            ids=ids,
-            task_kinds=task_kinds,
-            identities=identities,
-        )
+        return generate(out_dir, settings)

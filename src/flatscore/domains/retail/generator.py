@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Sequence
+from dataclasses import replace
 from importlib import resources
 from pathlib import Path
 
-from ..generated import write_generator_record
+from ..generated import GeneratorSettings, write_generator_record
 from .catalogue import BRANDS, CATALOGUE, CITIES, FIRST_NAMES, LAST_NAMES, N_ORDERS, N_USERS, PERSONAS, STREETS
 from .db_builder import build_db
 from .task_maker import TASK_KINDS, build_tasks, check_task_kinds
@@ -61,34 +61,25 @@ def package_policy() -> str:
     return resources.files(__package__).joinpath("policy.md").read_text()
 
 
-def generate(
-    out_dir: Path | str,
-    seed: int,
-    n_tasks: int = 120,
-    eval_fraction: float = 0.3,
-    ids: str = "tau2",
-    task_kinds: Sequence[str] | None = None,
-    identities: str = "pool",
-) -> Path:
-    """Write db.json, policy.md, tasks.json and split_tasks.json for ``seed`` into ``out_dir``.
+def generate(out_dir: Path | str, settings: GeneratorSettings) -> Path:
+    """Write db.json, policy.md, tasks.json and split_tasks.json for ``settings.seed`` into ``out_dir``.
 
-    ``ids``: the id shapes (:data:`.db_builder.ID_SHAPES`): tau2-bench's, or short ones.
-    ``task_kinds``: the task kinds to draw (:data:`.task_maker.TASK_KINDS`); None: all of them.
-    ``identities``: :data:`.db_builder.IDENTITY_SHAPES`: names and zips from the catalogue's
-    lists, or made up (for the demo model's extra databases: nothing to memorise, only to copy).
+    ``settings.ids``: the id shapes (:data:`.db_builder.ID_SHAPES`): tau2-bench's, or short ones.
+    ``settings.task_kinds``: the task kinds to draw (:data:`.task_maker.TASK_KINDS`); None: all.
+    ``settings.identities``: :data:`.db_builder.IDENTITY_SHAPES`: names and zips from the
+    catalogue's lists, or made up (for the demo model's extra databases: nothing to memorise).
     """
-    kinds = check_task_kinds(task_kinds)  # before anything is written
-    rng = random.Random(seed)
-    db = build_db(rng, ids, identities)
+    kinds = check_task_kinds(settings.task_kinds)  # before anything is written
+    rng = random.Random(settings.seed)
+    db = build_db(rng, settings.ids, settings.identities)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    tasks = build_tasks(rng, db, n_tasks, kinds)
-    splits = split(rng, [t["id"] for t in tasks], eval_fraction)
+    tasks = build_tasks(rng, db, settings.n_tasks, kinds)
+    splits = split(rng, [t["id"] for t in tasks], settings.eval_fraction)
     db.dump_json(out / "db.json")
     (out / "policy.md").write_text(package_policy())
     (out / "tasks.json").write_text(json.dumps(tasks, indent=2, ensure_ascii=False) + "\n")
     (out / "split_tasks.json").write_text(json.dumps(splits, indent=2) + "\n")
-    write_generator_record(
-        out, "retail", seed, n_tasks, eval_fraction, ids, None if task_kinds is None else kinds, identities
-    )
+    listed = None if settings.task_kinds is None else tuple(kinds)  # recorded in TASK_KINDS order
+    write_generator_record(out, "retail", replace(settings, task_kinds=listed))
     return out

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import tomllib
-from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, ClassVar
@@ -12,6 +11,7 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, ValidationError
 
 from ..base import Domain, DomainDataError
+from ..generated import GeneratorSettings
 from .data_model import TelecomDB
 from .environment import TelecomEnvironment
 from .tools import TelecomTools
@@ -104,25 +104,7 @@ class TelecomDomain(Domain):
         return TelecomEnvironment(agent, user, self.policy)
 
     @classmethod
-    def generate(
-        cls,
-        out_dir: Path,
-        seed: int,
-        n_tasks: int = 120,
-        eval_fraction: float = 0.3,
-        ids: str = "tau2",
-        task_kinds: Sequence[str] | None = None,
-        identities: str = "pool",
-    ) -> Path:
-        if identities not in cls.IDENTITY_SHAPES:
-            raise ValueError(
-                f"identities: telecom's generator draws names from its list only (expected 'pool', got {identities!r})"
-            )
-        if task_kinds is not None:
-            raise ValueError(
-                "task_kinds: only retail's generator draws tasks by kind; telecom's tasks come from its "
-                "fault list, so leave domains.telecom.task_kinds unset"
-            )
+    def write_synthetic(cls, out_dir: Path, settings: GeneratorSettings) -> Path:
         from .generator import generate
 
-        return generate(Path(out_dir), seed=seed, n_tasks=n_tasks, eval_fraction=eval_fraction, ids=ids)
+        return generate(out_dir, settings)

@@ -22,7 +22,7 @@ import random
 from pathlib import Path
 from typing import Any
 
-from ..generated import write_generator_record
+from ..generated import GeneratorSettings, write_generator_record
 from .db_builder import build_database
 from .faults import FAULT_ORDER, FAULTS, UNFIXABLE
 from .task_maker import ISSUE_WEIGHTS, N_FAULT_WEIGHTS, _make_task
@@ -46,8 +46,10 @@ def _dump(path: Path, value: Any) -> None:
     path.write_text(json.dumps(value, indent=2, ensure_ascii=False) + "\n")
 
 
-def generate(out_dir: Path, seed: int, n_tasks: int = 120, eval_fraction: float = 0.3, ids: str = "tau2") -> Path:
-    """Write a synthetic telecom data folder; returns ``out_dir``. ``ids``: see :data:`.db_builder.ID_STARTS`."""
+def generate(out_dir: Path, settings: GeneratorSettings) -> Path:
+    """Write a synthetic telecom data folder; returns ``out_dir``. ``settings.ids``: see
+    :data:`.db_builder.ID_STARTS` (telecom draws no task kinds, and names from its list only)."""
+    seed, n_tasks, eval_fraction, ids = settings.seed, settings.n_tasks, settings.eval_fraction, settings.ids
     if n_tasks < 1:
         raise ValueError("n_tasks must be at least 1")
     if not 0.0 <= eval_fraction < 1.0:
@@ -69,5 +71,5 @@ def generate(out_dir: Path, seed: int, n_tasks: int = 120, eval_fraction: float 
     (out_dir / "policy.md").write_text(POLICY_FILE.read_text())
     _dump(out_dir / "tasks.json", tasks)
     _dump(out_dir / "split_tasks.json", split)
-    write_generator_record(out_dir, "telecom", seed, n_tasks, eval_fraction, ids)
+    write_generator_record(out_dir, "telecom", settings)
     return out_dir
