@@ -203,12 +203,14 @@ def test_bad_config_is_one_line_naming_the_key(tmp_path, change, expected):
 
 def test_task_kinds_reach_the_generator_and_no_list_passes_none(tmp_path):
     """``domains.retail.task_kinds`` becomes the generator's ``--task-kinds``; a domain without
-    the key is generated with every kind (no flag). ``augment_identities`` reaches the demonstrations."""
+    the key is generated with every kind (no flag). ``augment_identities`` and ``answer_form`` reach
+    the demonstrations."""
     config = yaml.safe_load((REPO / ".test" / "config" / "config.yaml").read_text())
     config["domains"]["retail"]["task_kinds"] = ["tracking", "cancel"]
     config["models"]["demo"]["augment_identities"] = "open"
+    config["models"]["demo"]["answer_form"] = "quoted"
     output = dry_run(tmp_path, config)
-    assert re.search(r"flatscore demos .*--augment-identities open ", output)
+    assert re.search(r"flatscore demos .*--augment-identities open --answer-form quoted ", output)
     lines = [line for line in output.splitlines() if "flatscore generate-domain" in line]
     retail = [line for line in lines if "--domain retail" in line]
     others = [line for line in lines if "--domain retail" not in line]

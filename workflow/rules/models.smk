@@ -43,9 +43,10 @@ rule expert_demos:
         augment=lambda wc: model_spec(wc.model)["augment_dbs"],
         slip_rate=lambda wc: model_spec(wc.model)["slip_rate"],
         identities=lambda wc: model_spec(wc.model)["augment_identities"],
+        answer_form=lambda wc: model_spec(wc.model)["answer_form"],
     shell:
         "flatscore demos {params.domains} --split train --prompt {params.prompt} --augment-dbs {params.augment} "
-        "--augment-identities {params.identities} --slip-rate {params.slip_rate} "
+        "--augment-identities {params.identities} --answer-form {params.answer_form} --slip-rate {params.slip_rate} "
         "--out {output.demos} > {log} 2>&1"
 
 

@@ -209,8 +209,8 @@ class DiagnosingExpertAgent(ExpertAgent):
 
     name = "diagnosing_expert"
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, answer_form: str = "plain") -> None:
+        super().__init__(answer_form)
         self._diagnoses: dict[str, _Diagnosis] = {}
 
     def end_episode(self, episode_id: str) -> None:
@@ -235,7 +235,7 @@ class DiagnosingExpertAgent(ExpertAgent):
             d.solved_on_phone = len(d.placed) == len(fix_groups(view.task.actions))
             return TurnOutput(content=format_user_request(VERIFY[task_issue(view.task)], {}))
         if d.solved_on_phone:
-            return TurnOutput(content=closing_message(view))
+            return TurnOutput(content=closing_message(view, self.answer_form))
         if not d.lookup_done:
             call = self._lookup_step(view, d)
             if call is not None:
@@ -250,7 +250,9 @@ class DiagnosingExpertAgent(ExpertAgent):
             d.position = 0
         if d.position < len(d.account_plan):
             return self._do(d, d.account_plan, view)
-        return TurnOutput(content=TRANSFER_MESSAGE if _ends_in_transfer(d.account_plan) else closing_message(view))
+        return TurnOutput(
+            content=TRANSFER_MESSAGE if _ends_in_transfer(d.account_plan) else closing_message(view, self.answer_form)
+        )
         yield  # pragma: no cover - a generator by contract
 
     @staticmethod

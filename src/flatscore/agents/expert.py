@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import json
 import random
+import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,12 +35,46 @@ class _PlanState:
     closed: bool = False
 
 
-def closing_message(view: AgentView) -> str:
+#: How the expert says a value the task asks it to communicate: ``plain`` (the value alone) or
+#: ``quoted`` (the tool result's text from the field's key to the value, ``"amount":84.1``).
+ANSWER_FORMS = ("plain", "quoted")
+
+
+def check_answer_form(answer_form: str) -> str:
+    if answer_form not in ANSWER_FORMS:
+        raise ValueError(f"answer_form: expected one of {list(ANSWER_FORMS)}, got {answer_form!r}")
+    return answer_form
+
+
+def quoted_value(value: str, tool_texts: Sequence[str]) -> str:
+    """``value`` as the latest tool result holding it writes it, from its field's key on
+    (``"amount":84.1``, ``"tracking_id":["857914367572"``); the value alone where no key precedes it.
+
+    Why: a demo model answers by copying from the tool result, and what it copies wrongly is a
+    value's first token (its answers were "154.1" for 84.1 and "154.5" for a tracking number).
+    Written from the key on, the answer starts with the field's name, a token that occurs once in
+    the result, and the value is the continuation of that place, which the copy head learns
+    well. Where a value stands at several keys, the last one counts (an order's payment comes
+    after its items, one of which may cost the same).
+    """
+    pattern = re.compile(r'"[A-Za-z_][A-Za-z0-9_]*":\[?"?' + re.escape(value) + r"(?![0-9]|\.[0-9])")
+    for text in reversed(tool_texts):
+        found = list(pattern.finditer(text))
+        if found:
+            return found[-1].group(0)
+    return value
+
+
+def closing_message(view: AgentView, answer_form: str = "plain") -> str:
+    """The expert's last message: done, with the values the task asks it to say (``answer_form``)."""
     info = []
     if view.task is not None and view.task.evaluation_criteria is not None:
         info = list(view.task.evaluation_criteria.communicate_info or [])
     done = "Your request has been handled."
     if info:
+        if check_answer_form(answer_form) == "quoted":
+            tool_texts = [str(m.get("content") or "") for m in view.messages if m.get("role") == "tool"]
+            info = [quoted_value(value, tool_texts) for value in info]
         done += " The information you asked for: " + ", ".join(info) + "."
     return f"{done} {CLOSING}"
 
@@ -49,7 +85,10 @@ class ExpertAgent(Agent):
     oracle = True
     name = "expert"
 
-    def __init__(self) -> None:
+    def __init__(self, answer_form: str = "plain") -> None:
+        """``answer_form``: one of :data:`ANSWER_FORMS`, how the closing message says the values
+        the task asks for (see :func:`quoted_value`)."""
+        self.answer_form = check_answer_form(answer_form)
         self._states: dict[str, _PlanState] = {}
 
     def _state(self, view: AgentView) -> _PlanState:
@@ -77,7 +116,7 @@ class ExpertAgent(Agent):
         actions = view.task.actions if view.task else []
         if actions and actions[-1].name == "transfer_to_human_agents":
             return TurnOutput(content=TRANSFER_MESSAGE)
-        return TurnOutput(content=closing_message(view))
+        return TurnOutput(content=closing_message(view, self.answer_form))
 
     def respond(self, view: AgentView) -> Turn:
         assert view.task is not None, "the expert is an oracle: the engine must pass the task"

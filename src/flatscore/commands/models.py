@@ -45,6 +45,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         "(pool) or made up (open), so that names are copied, not guessed",
     )
     p.add_argument(
+        "--answer-form",
+        choices=["plain", "quoted"],
+        default=schema_default("models", ANY_KEY, "answer_form"),
+        help="how the expert says a value the task asks for: the value alone (plain) or as the tool "
+        "result writes it, from its field's key on (quoted: '\"amount\":84.1')",
+    )
+    p.add_argument(
         "--slip-rate",
         type=float,
         default=schema_default("models", ANY_KEY, "slip_rate"),
@@ -117,7 +124,14 @@ def cmd_demos(args: argparse.Namespace) -> int:
     if not 0.0 <= args.slip_rate <= 1.0:
         raise ValueError(f"--slip-rate: expected a probability in [0, 1], got {args.slip_rate}")
     rows = build_demonstrations(
-        data_dirs, args.split, args.prompt, args.expert, args.augment_dbs, args.slip_rate, args.augment_identities
+        data_dirs,
+        args.split,
+        args.prompt,
+        args.expert,
+        args.augment_dbs,
+        args.slip_rate,
+        args.augment_identities,
+        args.answer_form,
     )
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from flatscore.agents.diagnosing_expert import DiagnosingExpertAgent
-from flatscore.agents.expert import ExpertAgent
+from flatscore.agents.expert import ExpertAgent, check_answer_form
 from flatscore.agents.llm import LLMAgent
 from flatscore.agents.stumbling import StumblingAgent, is_slip
 from flatscore.agents.users import ScriptedUser
@@ -31,18 +31,25 @@ AUGMENT_SEED0 = 10_001
 
 
 def expert_conversations(
-    domain: Domain, split: str, expert_cls: type, prompter: LLMAgent, slip_rate: float = 0.0
+    domain: Domain,
+    split: str,
+    expert_cls: type,
+    prompter: LLMAgent,
+    slip_rate: float = 0.0,
+    answer_form: str = "plain",
 ) -> list[dict[str, Any]]:
     """The successful expert episodes of ``domain``'s ``split``, as agent-side conversations.
 
     With ``slip_rate`` > 0 the expert slips before some calls and recovers
     (:class:`~flatscore.agents.stumbling.StumblingAgent`); a slipped call's message carries
     ``"learn": false``: the model reads it and its error as context, and learns only the recovery.
+    ``answer_form``: how the expert says the values a task asks for (:data:`~flatscore.agents.expert.ANSWER_FORMS`).
     """
     evaluator = Evaluator(domain)
 
     def agent() -> Any:
-        return expert_cls() if slip_rate <= 0 else StumblingAgent(expert_cls(), slip_rate)
+        expert = expert_cls(answer_form)
+        return expert if slip_rate <= 0 else StumblingAgent(expert, slip_rate)
 
     episodes = [
         Episode(domain, task, agent(), ScriptedUser(), EpisodeSettings(), seed=0, trial=0, evaluator=evaluator)
@@ -78,6 +85,7 @@ def build_demonstrations(
     augment_dbs: int,
     slip_rate: float = 0.0,
     augment_identities: str = "pool",
+    answer_form: str = "plain",
 ) -> list[dict[str, Any]]:
     """Conversations of every domain in ``data_dirs`` (name -> data folder), plus augmented databases.
 
@@ -85,6 +93,8 @@ def build_demonstrations(
     eval database's own train split stays clean, so every task is also seen solved without a slip).
     ``augment_identities``: ``open`` gives the augmented retail databases made-up names and zips, so
     that a name in a call can only be copied from the conversation, never guessed from a short list.
+    ``answer_form``: ``quoted`` has the expert say an asked-for value from its field's key on, as
+    the tool result writes it (:func:`~flatscore.agents.expert.quoted_value`), in every conversation.
     """
     if augment_dbs < 0:
         raise ValueError(f"--augment-dbs: expected a count >= 0, got {augment_dbs}")
@@ -92,12 +102,13 @@ def build_demonstrations(
         raise ValueError(
             f"--augment-identities: expected one of {list(RETAIL_IDENTITY_SHAPES)}, got {augment_identities!r}"
         )
+    check_answer_form(answer_form)  # before any episode runs
     prompter = LLMAgent(compact=prompt == "compact")
     expert_cls = DiagnosingExpertAgent if expert == "diagnosing" else ExpertAgent
     rows: list[dict[str, Any]] = []
     for name, data in data_dirs.items():
         domain = load_domain(name, data)
-        rows += expert_conversations(domain, split, expert_cls, prompter)
+        rows += expert_conversations(domain, split, expert_cls, prompter, answer_form=answer_form)
         n_tasks = len(domain.tasks())
         ids = generated_ids(data)  # the extra databases have the eval data's id shapes and task kinds
         task_kinds = generated_task_kinds(data)
@@ -115,6 +126,8 @@ def build_demonstrations(
                     task_kinds=task_kinds,
                     identities=identities,
                 )
-                extra = expert_conversations(load_domain(name, path), split, expert_cls, prompter, slip_rate)
+                extra = expert_conversations(
+                    load_domain(name, path), split, expert_cls, prompter, slip_rate, answer_form
+                )
                 rows += [{**row, "source": f"synthetic seed {seed}"} for row in extra]
     return rows
