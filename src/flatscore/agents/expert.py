@@ -41,6 +41,7 @@ ANSWER_FORMS = ("plain", "quoted")
 
 
 def check_answer_form(answer_form: str) -> str:
+    """``answer_form`` if it is one of :data:`ANSWER_FORMS`; else a ValueError naming the field."""
     if answer_form not in ANSWER_FORMS:
         raise ValueError(f"answer_form: expected one of {list(ANSWER_FORMS)}, got {answer_form!r}")
     return answer_form
