@@ -59,3 +59,24 @@ def test_quoted_demonstrations_differ_only_in_their_answers(tmp_path):
     assert changed >= 3, "the 60 tasks hold totals and tracking numbers to answer"
     with pytest.raises(ValueError, match="answer_form: expected one of"):
         build_demonstrations(data, "train", "compact", "diagnosing", augment_dbs=0, answer_form="quote")
+
+
+def test_the_schema_and_the_cli_take_exactly_the_experts_forms():
+    """The schema's enum and the CLI's choices are copies (the CLI does not import the agents at
+    start-up); they must not drift from :data:`ANSWER_FORMS`."""
+    from pathlib import Path
+
+    import yaml
+
+    from flatscore.agents.expert import ANSWER_FORMS
+    from flatscore.cli import build_parser
+
+    schema = yaml.safe_load((Path(__file__).parents[2] / "workflow/schemas/config.schema.yaml").read_text())
+    model = schema["properties"]["models"]["additionalProperties"]["properties"]
+    assert model["answer_form"]["enum"] == list(ANSWER_FORMS)
+    demos = ["demos", "--domain", "retail=data", "--out", "demos.jsonl"]
+    assert build_parser().parse_args(demos).answer_form == model["answer_form"]["default"] == ANSWER_FORMS[0]
+    for form in ANSWER_FORMS:
+        assert build_parser().parse_args([*demos, "--answer-form", form]).answer_form == form
+    with pytest.raises(SystemExit):
+        build_parser().parse_args([*demos, "--answer-form", "quote"])
