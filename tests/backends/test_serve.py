@@ -50,6 +50,22 @@ def test_kills_when_body_raises_including_children(fake_server, tmp_path, alive)
     assert not alive(child)
 
 
+def test_stop_sends_the_server_one_sigterm(fake_server, tmp_path, alive):
+    """The server hears SIGTERM once, from its guard: a signal to the whole group reached it
+    directly and again through the guard, and a second SIGTERM makes uvicorn cut its graceful
+    shutdown short. (Two that arrive together merge into one pending signal, so the count alone
+    cannot show it; the sender can.) The fake server takes 1 s to end and ends by itself (exit
+    0), before any SIGKILL."""
+    terms = tmp_path / "terms"
+    cmd, _ = fake_server("ok", "--term-log", str(terms))
+    srv = ManagedServer(cmd, log_path=tmp_path / "srv.log", startup_timeout_s=30, stop_grace_s=10)
+    with srv:
+        pid = srv.pid
+    assert terms.read_text().splitlines() == [f"term from {pid}"]  # pid: the guard, the server's parent
+    assert srv.process.returncode == 0
+    assert not alive(pid)
+
+
 def test_sigterm_ignored_then_sigkill(fake_server, tmp_path, alive):
     cmd, _ = fake_server("ok", "--ignore-term")
     srv = ManagedServer(cmd, log_path=tmp_path / "srv.log", startup_timeout_s=30, stop_grace_s=0.5)

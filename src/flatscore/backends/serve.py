@@ -186,7 +186,12 @@ class ManagedServer:
             self.process.wait()
 
     def stop(self) -> None:
-        """SIGTERM the process group, wait ``stop_grace_s``, then SIGKILL. Idempotent."""
+        """SIGTERM the server, wait ``stop_grace_s``, then SIGKILL its process group. Idempotent.
+
+        The SIGTERM goes to the guard alone, which passes it on: a signal to the whole group
+        reached the server twice (directly and through the guard), and a second SIGTERM makes
+        uvicorn (vLLM's server) skip its graceful shutdown. The server ends its own workers; the
+        SIGKILL to the group afterwards takes whatever outlived it."""
         proc = self.process
         if proc is not None:
             try:
@@ -195,7 +200,7 @@ class ManagedServer:
                 pgid = None
             if proc.poll() is None and pgid is not None:
                 try:
-                    os.killpg(pgid, signal.SIGTERM)
+                    proc.send_signal(signal.SIGTERM)
                 except ProcessLookupError:
                     pass
                 try:

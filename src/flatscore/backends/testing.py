@@ -8,7 +8,7 @@
   echoes the last message, answers with a tool call when given tools, logs every request it
   receives and answers (``recv <id>`` / ``done <id>``, by ``X-Request-Id``), and can fail on
   purpose (``--mode 500|hang|badjson|nohealth|flaky500|400onfail``, ``--ignore-term``,
-  ``--child-pid-file``). Tests run it as a real process under ManagedServer.
+  ``--term-log``, ``--child-pid-file``). Tests run it as a real process under ManagedServer.
 """
 
 from __future__ import annotations
@@ -118,9 +118,20 @@ ap.add_argument("--log", required=True)
 ap.add_argument("--delay", type=float, default=0.0)
 ap.add_argument("--child-pid-file")
 ap.add_argument("--ignore-term", action="store_true")
+ap.add_argument("--term-log")  # log each SIGTERM's sender to this file, exit 1 s after the first
 a = ap.parse_args()
 if a.ignore_term:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+if a.term_log:
+    # blocked in every thread (they inherit the mask) and taken by one, which learns the sender
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+    def take_terms():
+        while True:
+            info = signal.sigwaitinfo({signal.SIGTERM})
+            with open(a.term_log, "a") as f:
+                f.write(f"term from {info.si_pid}\n")
+            threading.Timer(1.0, lambda: os._exit(0)).start()
+    threading.Thread(target=take_terms, daemon=True).start()
 if a.child_pid_file:
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
     open(a.child_pid_file, "w").write(str(child.pid))
