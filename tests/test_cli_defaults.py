@@ -48,6 +48,7 @@ MIRRORED = [
     (["train-demo", "--demos", "x", "--out", "x"], "max_seconds", ("models", "demo", "max_seconds")),
     (["train-demo", "--demos", "x", "--out", "x"], "steps", ("models", "demo", "steps")),
     (["generate-domain", "--domain", "retail", "--out", "x"], "ids", ("domains", "retail", "ids")),
+    (["generate-domain", "--domain", "retail", "--out", "x"], "identities", ("domains", "retail", "identities")),
     (["quantize", "--model", "m", "--out", "x"], "n_calibration", ("quantization", "n_calibration")),
     (["init-tracking"], "experiment", ("tracking", "experiment")),
     (["episodes", "--domain", "retail", "--out", "x"], "temperature", ("backend", "temperature")),

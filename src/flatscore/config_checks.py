@@ -74,17 +74,19 @@ def file_problems(config: Mapping[str, Any]) -> Iterator[str]:
 
 def domain_problems(config: Mapping[str, Any]) -> Iterator[str]:
     """A domain block's problems the schema cannot see: only retail's synthetic generator draws
-    tasks by kind (telecom's come from its fault list, and tau2's data is what it is)."""
+    tasks by kind or makes up identities (telecom's tasks come from its fault list, and tau2's
+    data is what it is)."""
     for name, spec in (config.get("domains") or {}).items():
-        if (spec or {}).get("task_kinds") is None:
-            continue
-        if name != "retail":
-            yield f"config: domains.{name}.task_kinds: only retail's generator draws tasks by kind (expected no task_kinds here)"
-        elif spec.get("source") != "synthetic":
-            yield (
-                f"config: domains.{name}.task_kinds: only synthetic data is drawn by kind "
-                f"(expected source: synthetic, or no task_kinds with source: {spec.get('source')})"
-            )
+        spec = spec or {}
+        chosen = [key for key in ("task_kinds", "identities") if spec.get(key) not in (None, "pool")]
+        for key in chosen:
+            if name != "retail":
+                yield f"config: domains.{name}.{key}: only retail's generator has {key} (expected no {key} here)"
+            elif spec.get("source") != "synthetic":
+                yield (
+                    f"config: domains.{name}.{key}: only synthetic data has {key} "
+                    f"(expected source: synthetic, or no {key} with source: {spec.get('source')})"
+                )
 
 
 def gguf_problems(name: str, spec: Mapping[str, Any]) -> Iterator[str]:

@@ -1,4 +1,4 @@
-"""Made-up customer identities for the demo model's extra retail databases.
+"""Made-up customer identities for retail's generated data and the demo model's extra databases.
 
 With names from a list of 30 first and 25 last names, a tiny model lowers its loss as much by
 guessing a frequent name as by copying the one the user gave, and learnt to write "Ethan Patel"
@@ -80,3 +80,23 @@ def test_demonstrations_made_up_identities_reach_only_the_extra_retail_databases
     assert names and sum(n not in FIRST_NAMES for n in names) >= 0.9 * len(names)
     with pytest.raises(ValueError, match="--augment-identities: expected one of"):
         build_demonstrations(data, "train", "compact", "diagnosing", augment_dbs=1, augment_identities="opne")
+
+
+def test_generate_domain_cli_makes_up_identities_and_names_its_flag_when_refused(tmp_path, capsys):
+    """``domains.retail.identities`` reaches the evaluated data through ``--identities``; on
+    telecom the refusal names the flag, and nothing is written."""
+    from flatscore.cli import main
+
+    out = tmp_path / "r"
+    assert (
+        main(["generate-domain", "--domain", "retail", "--out", str(out), "--n-tasks", "20", "--identities", "open"])
+        == 0
+    )
+    users = json.loads((out / "db.json").read_text())["users"].values()
+    assert sum(u["name"]["first_name"] in FIRST_NAMES for u in users) <= 3
+    assert "open identities" in capsys.readouterr().out
+    assert main(["generate-domain", "--domain", "telecom", "--out", str(tmp_path / "t"), "--identities", "open"]) == 2
+    assert (
+        "flatscore: error: --identities: telecom's generator draws names as one of ['pool']" in capsys.readouterr().err
+    )
+    assert not (tmp_path / "t").exists()

@@ -176,10 +176,14 @@ def test_without_configfile_the_default_config_is_used(tmp_path):
         ),
         (
             lambda c: c["domains"]["telecom"].__setitem__("task_kinds", ["cancel"]),
-            "config: domains.telecom.task_kinds: only retail's generator draws tasks by kind",
+            "config: domains.telecom.task_kinds: only retail's generator has task_kinds",
+        ),
+        (
+            lambda c: c["domains"]["telecom"].__setitem__("identities", "open"),
+            "config: domains.telecom.identities: only retail's generator has identities",
         ),
     ],
-    ids=["unknown-key", "out-of-range", "bad-enum", "unknown-task-kind", "task-kinds-on-telecom"],
+    ids=["unknown-key", "out-of-range", "bad-enum", "unknown-task-kind", "task-kinds-on-telecom", "open-telecom"],
 )
 def test_bad_config_is_one_line_naming_the_key(tmp_path, change, expected):
     """A bad config is refused before any job with one line naming the key (it printed the whole
@@ -203,10 +207,11 @@ def test_bad_config_is_one_line_naming_the_key(tmp_path, change, expected):
 
 def test_task_kinds_reach_the_generator_and_no_list_passes_none(tmp_path):
     """``domains.retail.task_kinds`` becomes the generator's ``--task-kinds``; a domain without
-    the key is generated with every kind (no flag). ``augment_identities`` and ``answer_form`` reach
+    the key is generated with every kind (no flag). ``identities`` becomes ``--identities``. ``augment_identities`` and ``answer_form`` reach
     the demonstrations."""
     config = yaml.safe_load((REPO / ".test" / "config" / "config.yaml").read_text())
     config["domains"]["retail"]["task_kinds"] = ["tracking", "cancel"]
+    config["domains"]["retail"]["identities"] = "open"
     config["models"]["demo"]["augment_identities"] = "open"
     config["models"]["demo"]["answer_form"] = "quoted"
     output = dry_run(tmp_path, config)
@@ -215,7 +220,9 @@ def test_task_kinds_reach_the_generator_and_no_list_passes_none(tmp_path):
     retail = [line for line in lines if "--domain retail" in line]
     others = [line for line in lines if "--domain retail" not in line]
     assert len(retail) == 1 and "--task-kinds tracking,cancel " in retail[0]
+    assert "--identities open " in retail[0]
     assert others and not any("--task-kinds" in line for line in others)
+    assert all("--identities pool " in line for line in others)
 
 
 def test_replicates_add_full_precision_cells_and_leave_the_others_alone(tmp_path):

@@ -16,6 +16,7 @@ rule generate_domain:
         seed=lambda wc: config["domains"][wc.domain]["seed"],
         n_tasks=lambda wc: config["domains"][wc.domain]["n_tasks"],
         ids=lambda wc: config["domains"][wc.domain]["ids"],
+        identities=lambda wc: config["domains"][wc.domain]["identities"],
         kinds=lambda wc: (
             f"--task-kinds {','.join(config['domains'][wc.domain]['task_kinds'])}"
             if config["domains"][wc.domain]["task_kinds"]
@@ -23,7 +24,8 @@ rule generate_domain:
         ),
     shell:
         "flatscore generate-domain --domain {wildcards.domain} --out {params.out} "
-        "--seed {params.seed} --n-tasks {params.n_tasks} --ids {params.ids} {params.kinds} > {log} 2>&1"
+        "--seed {params.seed} --n-tasks {params.n_tasks} --ids {params.ids} --identities {params.identities} "
+        "{params.kinds} > {log} 2>&1"
 
 
 rule expert_demos:

@@ -28,6 +28,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="id shapes: tau2-bench's (10-digit item ids...) or 3-digit ones (one token each for the demo model)",
     )
     gen.add_argument(
+        "--identities",
+        choices=["pool", "open"],
+        default=schema_default("domains", ANY_KEY, "identities"),
+        help="customers' names and zips (retail only): from the generator's lists, or made up",
+    )
+    gen.add_argument(
         "--task-kinds",
         default=None,
         help="comma-separated task kinds to draw (retail only; default: every kind); config/README.md lists them",
@@ -165,11 +171,19 @@ def cmd_generate_domain(args: argparse.Namespace) -> int:
             eval_fraction=args.eval_fraction,
             ids=args.ids,
             task_kinds=kinds,
+            identities=args.identities,
         )
     except ValueError as err:
-        raise CLIError(str(err).replace("task_kinds:", "--task-kinds:", 1)) from None
+        message = str(err)
+        for field, flag in (("task_kinds:", "--task-kinds:"), ("identities:", "--identities:")):
+            if message.startswith(field):
+                message = message.replace(field, flag, 1)
+        raise CLIError(message) from None
     which = "every task kind" if kinds is None else f"task kinds {', '.join(kinds)}"
-    print(f"wrote {args.domain} data ({args.n_tasks} tasks of {which}, seed {args.seed}, {args.ids} ids) to {path}")
+    print(
+        f"wrote {args.domain} data ({args.n_tasks} tasks of {which}, seed {args.seed}, {args.ids} ids, "
+        f"{args.identities} identities) to {path}"
+    )
     return 0
 
 
