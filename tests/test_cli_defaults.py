@@ -49,6 +49,7 @@ MIRRORED = [
     (["train-demo", "--demos", "x", "--out", "x"], "steps", ("models", "demo", "steps")),
     (["generate-domain", "--domain", "retail", "--out", "x"], "ids", ("domains", "retail", "ids")),
     (["generate-domain", "--domain", "retail", "--out", "x"], "identities", ("domains", "retail", "identities")),
+    (["generate-domain", "--domain", "retail", "--out", "x"], "user_details", ("domains", "retail", "user_details")),
     (["quantize", "--model", "m", "--out", "x"], "n_calibration", ("quantization", "n_calibration")),
     (["init-tracking"], "experiment", ("tracking", "experiment")),
     (["episodes", "--domain", "retail", "--out", "x"], "temperature", ("backend", "temperature")),

@@ -72,13 +72,17 @@ def file_problems(config: Mapping[str, Any]) -> Iterator[str]:
         yield f"config: results: {results} cannot be written (expected a folder this user may create or write)"
 
 
+#: The domain keys only retail's synthetic generator has, each with its value that every domain has.
+RETAIL_ONLY = {"task_kinds": None, "identities": "pool", "user_details": "prose"}
+
+
 def domain_problems(config: Mapping[str, Any]) -> Iterator[str]:
     """A domain block's problems the schema cannot see: only retail's synthetic generator draws
-    tasks by kind or makes up identities (telecom's tasks come from its fault list, and tau2's
-    data is what it is)."""
+    tasks by kind, makes up identities or writes the user's details as JSON (telecom's tasks come
+    from its fault list, and tau2's data is what it is)."""
     for name, spec in (config.get("domains") or {}).items():
         spec = spec or {}
-        chosen = [key for key in ("task_kinds", "identities") if spec.get(key) not in (None, "pool")]
+        chosen = [key for key, usual in RETAIL_ONLY.items() if spec.get(key, usual) != usual]
         for key in chosen:
             if name != "retail":
                 yield f"config: domains.{name}.{key}: only retail's generator has {key} (expected no {key} here)"

@@ -182,8 +182,20 @@ def test_without_configfile_the_default_config_is_used(tmp_path):
             lambda c: c["domains"]["telecom"].__setitem__("identities", "open"),
             "config: domains.telecom.identities: only retail's generator has identities",
         ),
+        (
+            lambda c: c["domains"]["telecom"].__setitem__("user_details", "json"),
+            "config: domains.telecom.user_details: only retail's generator has user_details",
+        ),
     ],
-    ids=["unknown-key", "out-of-range", "bad-enum", "unknown-task-kind", "task-kinds-on-telecom", "open-telecom"],
+    ids=[
+        "unknown-key",
+        "out-of-range",
+        "bad-enum",
+        "unknown-task-kind",
+        "task-kinds-on-telecom",
+        "open-telecom",
+        "json-details-telecom",
+    ],
 )
 def test_bad_config_is_one_line_naming_the_key(tmp_path, change, expected):
     """A bad config is refused before any job with one line naming the key (it printed the whole
@@ -207,11 +219,12 @@ def test_bad_config_is_one_line_naming_the_key(tmp_path, change, expected):
 
 def test_task_kinds_reach_the_generator_and_no_list_passes_none(tmp_path):
     """``domains.retail.task_kinds`` becomes the generator's ``--task-kinds``; a domain without
-    the key is generated with every kind (no flag). ``identities`` becomes ``--identities``. ``augment_identities`` and ``answer_form`` reach
+    the key is generated with every kind (no flag). ``identities`` and ``user_details`` become their flags. ``augment_identities`` and ``answer_form`` reach
     the demonstrations."""
     config = yaml.safe_load((REPO / ".test" / "config" / "config.yaml").read_text())
     config["domains"]["retail"]["task_kinds"] = ["tracking", "cancel"]
     config["domains"]["retail"]["identities"] = "open"
+    config["domains"]["retail"]["user_details"] = "json"
     config["models"]["demo"]["augment_identities"] = "open"
     config["models"]["demo"]["answer_form"] = "quoted"
     output = dry_run(tmp_path, config)
@@ -220,9 +233,9 @@ def test_task_kinds_reach_the_generator_and_no_list_passes_none(tmp_path):
     retail = [line for line in lines if "--domain retail" in line]
     others = [line for line in lines if "--domain retail" not in line]
     assert len(retail) == 1 and "--task-kinds tracking,cancel " in retail[0]
-    assert "--identities open " in retail[0]
+    assert "--identities open --user-details json " in retail[0]
     assert others and not any("--task-kinds" in line for line in others)
-    assert all("--identities pool " in line for line in others)
+    assert all("--identities pool --user-details prose " in line for line in others)
 
 
 def test_replicates_add_full_precision_cells_and_leave_the_others_alone(tmp_path):

@@ -17,6 +17,7 @@ rule generate_domain:
         n_tasks=lambda wc: config["domains"][wc.domain]["n_tasks"],
         ids=lambda wc: config["domains"][wc.domain]["ids"],
         identities=lambda wc: config["domains"][wc.domain]["identities"],
+        user_details=lambda wc: config["domains"][wc.domain]["user_details"],
         kinds=lambda wc: (
             f"--task-kinds {','.join(config['domains'][wc.domain]['task_kinds'])}"
             if config["domains"][wc.domain]["task_kinds"]
@@ -25,6 +26,7 @@ rule generate_domain:
     shell:
         "flatscore generate-domain --domain {wildcards.domain} --out {params.out} "
         "--seed {params.seed} --n-tasks {params.n_tasks} --ids {params.ids} --identities {params.identities} "
+        "--user-details {params.user_details} "
         "{params.kinds} > {log} 2>&1"
 
 

@@ -8,7 +8,7 @@ pingouin) are imported inside the commands, so ``flatscore --help`` stays fast.
 
 from __future__ import annotations
 
-from flatscore.commands import episodes, models, serving, study, tracking
+from flatscore.commands import data, episodes, models, serving, study, tracking
 
 #: The command groups, in the order ``flatscore --help`` lists them.
-COMMAND_GROUPS = (episodes, serving, models, tracking, study)
+COMMAND_GROUPS = (data, episodes, serving, models, tracking, study)

@@ -1,4 +1,4 @@
-"""``generate-domain`` and ``episodes``: make a domain's data, run one cell's episodes."""
+"""``episodes`` and ``export-tau2``: run one cell's episodes, hand them to tau2-bench's evaluator."""
 
 from __future__ import annotations
 
@@ -15,31 +15,6 @@ from flatscore.config_defaults import ANY_KEY, schema_default
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    gen = sub.add_parser("generate-domain", help="write a seeded synthetic domain in tau2-bench's layout")
-    gen.add_argument("--domain", required=True, choices=["retail", "telecom"])
-    gen.add_argument("--out", required=True)
-    gen.add_argument("--seed", type=int, default=schema_default("domains", ANY_KEY, "seed"))
-    gen.add_argument("--n-tasks", type=positive_int("--n-tasks"), default=schema_default("domains", ANY_KEY, "n_tasks"))
-    gen.add_argument("--eval-fraction", type=float, default=0.3)
-    gen.add_argument(
-        "--ids",
-        choices=["tau2", "short"],
-        default=schema_default("domains", ANY_KEY, "ids"),
-        help="id shapes: tau2-bench's (10-digit item ids...) or 3-digit ones (one token each for the demo model)",
-    )
-    gen.add_argument(
-        "--identities",
-        choices=["pool", "open"],
-        default=schema_default("domains", ANY_KEY, "identities"),
-        help="customers' names and zips (retail only): from the generator's lists, or made up",
-    )
-    gen.add_argument(
-        "--task-kinds",
-        default=None,
-        help="comma-separated task kinds to draw (retail only; default: every kind); config/README.md lists them",
-    )
-    gen.set_defaults(func=cmd_generate_domain)
-
     ex = sub.add_parser(
         "export-tau2", help="write a cell's episodes as tau2-bench's results JSON (for tau2's evaluator)"
     )
@@ -156,35 +131,6 @@ def add_user_arguments(ep: argparse.ArgumentParser) -> None:
         default=schema_default("user", "max_new_tokens"),
     )
     ep.add_argument("--user-prompt", default=None, help="--user llm: a file replacing the user's built-in guidelines")
-
-
-def cmd_generate_domain(args: argparse.Namespace) -> int:
-    from flatscore.domains import domain_class
-
-    cls = domain_class(args.domain)
-    kinds = None if args.task_kinds is None else [k for k in args.task_kinds.split(",") if k]
-    try:
-        path = cls.generate(
-            Path(args.out),
-            seed=args.seed,
-            n_tasks=args.n_tasks,
-            eval_fraction=args.eval_fraction,
-            ids=args.ids,
-            task_kinds=kinds,
-            identities=args.identities,
-        )
-    except ValueError as err:
-        message = str(err)
-        for field, flag in (("task_kinds:", "--task-kinds:"), ("identities:", "--identities:")):
-            if message.startswith(field):
-                message = message.replace(field, flag, 1)
-        raise CLIError(message) from None
-    which = "every task kind" if kinds is None else f"task kinds {', '.join(kinds)}"
-    print(
-        f"wrote {args.domain} data ({args.n_tasks} tasks of {which}, seed {args.seed}, {args.ids} ids, "
-        f"{args.identities} identities) to {path}"
-    )
-    return 0
 
 
 def select_tasks(domain: Any, split: str | None, spec: str | None) -> list[Any]:

@@ -79,6 +79,11 @@ class Domain(ABC):
     #: every domain; retail also makes them up (``open``) for the demo model's extra databases.
     IDENTITY_SHAPES: ClassVar[tuple[str, ...]] = ("pool",)
 
+    #: How a generated task may tell the user their identifying details and order ids: ``prose``
+    #: ("You are Liam Wilson, and your zip code is 02125.") in every domain; retail also ``json``,
+    #: in the form the identifying call takes ({"first_name": "Liam", ...}).
+    USER_DETAIL_FORMS: ClassVar[tuple[str, ...]] = ("prose",)
+
     #: The task kinds a domain's generator can draw by name (retail's); None: it draws none by kind.
     TASK_KINDS: ClassVar[tuple[str, ...] | None] = None
 
@@ -92,13 +97,20 @@ class Domain(ABC):
         ids: str = "tau2",
         task_kinds: Sequence[str] | None = None,
         identities: str = "pool",
+        user_details: str = "prose",
     ) -> Path:
         """Write a seeded synthetic data folder in tau2's layout, with a train/test split.
 
         ``task_kinds``: the task kinds to draw (None: all); a domain without kinds refuses a list.
         ``identities``: one of :attr:`IDENTITY_SHAPES`, how customers' names and zips are drawn.
-        Both are refused here, before anything is written, where the domain cannot draw them.
+        ``user_details``: one of :attr:`USER_DETAIL_FORMS`, how a task tells the user their details.
+        Each is refused here, before anything is written, where the domain cannot draw it.
         """
+        if user_details not in cls.USER_DETAIL_FORMS:
+            raise ValueError(
+                f"user_details: {cls.name}'s generator writes the user's details as one of "
+                f"{list(cls.USER_DETAIL_FORMS)}, got {user_details!r}"
+            )
         if identities not in cls.IDENTITY_SHAPES:
             raise ValueError(
                 f"identities: {cls.name}'s generator draws names as one of {list(cls.IDENTITY_SHAPES)}, "
@@ -116,6 +128,7 @@ class Domain(ABC):
             ids=ids,
             task_kinds=None if task_kinds is None else tuple(task_kinds),
             identities=identities,
+            user_details=user_details,
         )
         return cls.write_synthetic(Path(out_dir), settings)
 

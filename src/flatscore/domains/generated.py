@@ -27,7 +27,9 @@ class GeneratorSettings:
 
     ``ids``: the id shapes (tau2-bench's, or short ones); ``task_kinds``: the task kinds to draw,
     None for all of them (retail only); ``identities``: how customers' names and zips are drawn
-    (``pool`` from the catalogue's lists; retail also ``open``, made up).
+    (``pool`` from the catalogue's lists; retail also ``open``, made up); ``user_details``: how
+    the task tells the user their identifying details and order ids (``prose``; retail also
+    ``json``, in the form the tool call takes).
     """
 
     seed: int
@@ -36,6 +38,7 @@ class GeneratorSettings:
     ids: str = TAU2_IDS
     task_kinds: tuple[str, ...] | None = None
     identities: str = "pool"
+    user_details: str = "prose"
 
 
 def write_generator_record(out_dir: Path, domain: str, settings: GeneratorSettings) -> None:
@@ -50,6 +53,8 @@ def write_generator_record(out_dir: Path, domain: str, settings: GeneratorSettin
         record["task_kinds"] = list(settings.task_kinds)
     if settings.identities != "pool":  # likewise: a folder of the usual names keeps its bytes
         record["identities"] = settings.identities
+    if settings.user_details != "prose":  # likewise
+        record["user_details"] = settings.user_details
     (Path(out_dir) / GENERATOR_FILE).write_text(json.dumps(record, indent=2) + "\n")
 
 
@@ -62,6 +67,11 @@ def generated_task_kinds(data_dir: str | Path) -> list[str] | None:
     """The task kinds ``data_dir`` was drawn from; None (every kind) where it has no record or no list."""
     kinds = generator_record(data_dir).get("task_kinds")
     return None if kinds is None else [str(k) for k in kinds]
+
+
+def generated_user_details(data_dir: str | Path) -> str:
+    """How ``data_dir``'s tasks tell the user their details; ``prose`` where it has no record."""
+    return str(generator_record(data_dir).get("user_details", "prose"))
 
 
 def generator_record(data_dir: str | Path) -> dict[str, Any]:

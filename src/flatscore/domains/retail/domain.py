@@ -15,6 +15,7 @@ from ..generated import GeneratorSettings
 from .data_model import Order, Product, RetailDB, User
 from .db_builder import IDENTITY_SHAPES
 from .task_maker import TASK_KINDS
+from .task_maker_base import USER_DETAIL_FORMS
 from .tools import RetailTools
 
 POLICY_FILES = ("policy.md", "main_policy.md")
@@ -51,6 +52,7 @@ class RetailDomain(Domain):
     dual_control: ClassVar[bool] = False
     IDENTITY_SHAPES: ClassVar[tuple[str, ...]] = IDENTITY_SHAPES
     TASK_KINDS: ClassVar[tuple[str, ...] | None] = TASK_KINDS
+    USER_DETAIL_FORMS: ClassVar[tuple[str, ...]] = USER_DETAIL_FORMS
 
     def __init__(self, data_dir: Path | str) -> None:
         super().__init__(data_dir)

@@ -68,13 +68,15 @@ def generate(out_dir: Path | str, settings: GeneratorSettings) -> Path:
     ``settings.task_kinds``: the task kinds to draw (:data:`.task_maker.TASK_KINDS`); None: all.
     ``settings.identities``: :data:`.db_builder.IDENTITY_SHAPES`: names and zips from the
     catalogue's lists, or made up (for the demo model's extra databases: nothing to memorise).
+    ``settings.user_details``: :data:`.task_maker_base.USER_DETAIL_FORMS`: how the tasks tell the
+    user their identifying details and order ids (the same draws either way: only the text differs).
     """
     kinds = check_task_kinds(settings.task_kinds)  # before anything is written
     rng = random.Random(settings.seed)
     db = build_db(rng, settings.ids, settings.identities)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    tasks = build_tasks(rng, db, settings.n_tasks, kinds)
+    tasks = build_tasks(rng, db, settings.n_tasks, kinds, settings.user_details)
     splits = split(rng, [t["id"] for t in tasks], settings.eval_fraction)
     db.dump_json(out / "db.json")
     (out / "policy.md").write_text(package_policy())

@@ -22,7 +22,7 @@ class InfoTaskKinds(TaskMakerBase):
         return _Draft(
             kind="info_order_total",
             reason=f"You want to know how much you paid in total for your order {order.order_id}. You do not want to change anything.",
-            known=known + [f"The order id is {order.order_id}."],
+            known=known + [self._order_fact(order.order_id)],
             unknown=unknown,
             actions=[ident, ("get_order_details", {"order_id": order.order_id})],
             communicate=lambda results: [_num(amount)],
@@ -61,7 +61,7 @@ class InfoTaskKinds(TaskMakerBase):
         return _Draft(
             kind="info_tracking",
             reason=f"You want the tracking number of your order {order.order_id}.",
-            known=known + [f"The order id is {order.order_id}."],
+            known=known + [self._order_fact(order.order_id)],
             unknown=unknown,
             actions=[ident, ("get_order_details", {"order_id": order.order_id})],
             communicate=lambda results: [tracking],
@@ -80,7 +80,7 @@ class InfoTaskKinds(TaskMakerBase):
         return _Draft(
             kind="calculate_total",
             reason=f"You want to know how much your orders {first} and {second} cost together. You do not want to change anything.",
-            known=known + [f"The order ids are {first} and {second}."],
+            known=known + [self._order_fact(first, second)],
             unknown=unknown,
             actions=[
                 ident,
@@ -110,7 +110,7 @@ class InfoTaskKinds(TaskMakerBase):
                 f"exchange, you want to know how much more (or less) the one with {_options_text(target.options)} costs. "
                 "You do not want to exchange anything yet."
             ),
-            known=known + [f"The order id is {order.order_id}."],
+            known=known + [self._order_fact(order.order_id)],
             unknown=unknown,
             actions=[
                 ident,

@@ -60,7 +60,11 @@ def check_task_kinds(task_kinds: Sequence[str] | None) -> list[str]:
 
 
 def build_tasks(
-    rng: random.Random, db: RetailDB, n_tasks: int, task_kinds: Sequence[str] | None = None
+    rng: random.Random,
+    db: RetailDB,
+    n_tasks: int,
+    task_kinds: Sequence[str] | None = None,
+    user_details: str = "prose",
 ) -> list[dict[str, Any]]:
     """``n_tasks`` tasks, cycling through ``task_kinds`` (None: every kind) in a shuffled order per round.
 
@@ -68,7 +72,7 @@ def build_tasks(
     data is unchanged.
     """
     kinds = check_task_kinds(task_kinds)
-    maker = _TaskMaker(rng, db)
+    maker = _TaskMaker(rng, db, user_details)
     tasks: list[dict[str, Any]] = []
     cycle: list[str] = []
     failures = 0

@@ -19,6 +19,12 @@ from .data_model import CreditCard, GiftCard, Order, OrderItem, Paypal, RetailDB
 from .db_builder import _address
 from .tools import RetailTools
 
+#: How a task tells the user their identifying details and order ids: ``prose`` ("You are Liam
+#: Wilson, and your zip code is 02125."), or ``json``: the identifying call's arguments and the
+#: order id as the call writes them ('Your details: {"first_name": "Liam", ...}.'), so that a call's
+#: arguments are a verbatim copy of the user's words, the copy a tiny model does well.
+USER_DETAIL_FORMS = ("prose", "json")
+
 
 @dataclass
 class _Draft:
@@ -53,28 +59,45 @@ def _num(value: float) -> str:
 class TaskMakerBase:
     """State and helpers of the task maker; the task kinds themselves live in subclasses."""
 
-    def __init__(self, rng: random.Random, db: RetailDB) -> None:
+    def __init__(self, rng: random.Random, db: RetailDB, user_details: str = "prose") -> None:
+        if user_details not in USER_DETAIL_FORMS:
+            raise ValueError(f"user_details: expected one of {list(USER_DETAIL_FORMS)}, got {user_details!r}")
         self.rng = rng
         self.db = db
+        self.user_details = user_details
         self.plain = db.model_dump()
         self.used: set[tuple[str, str]] = set()
 
     # -- helpers -----------------------------------------------------------------------------
     def _identify(self, user: User) -> tuple[list[str], str, tuple[str, dict[str, Any]]]:
         if self.rng.random() < 0.5:
+            by_email = {"email": user.email}
+            said = f"Your email is {user.email}."
             return (
-                [f"Your email is {user.email}."],
+                [self._details(by_email, said)],
                 "You do not remember your user id.",
-                ("find_user_id_by_email", {"email": user.email}),
+                ("find_user_id_by_email", by_email),
             )
+        by_name = {"first_name": user.name.first_name, "last_name": user.name.last_name, "zip": user.address.zip}
+        said = f"You are {user.name.first_name} {user.name.last_name}, and your zip code is {user.address.zip}."
         return (
-            [f"You are {user.name.first_name} {user.name.last_name}, and your zip code is {user.address.zip}."],
+            [self._details(by_name, said)],
             "You do not remember your email address.",
-            (
-                "find_user_id_by_name_zip",
-                {"first_name": user.name.first_name, "last_name": user.name.last_name, "zip": user.address.zip},
-            ),
+            ("find_user_id_by_name_zip", by_name),
         )
+
+    def _details(self, arguments: dict[str, str], prose: str) -> str:
+        """The user's identifying details: ``prose``, or (json) the call's arguments as it writes them."""
+        return prose if self.user_details == "prose" else f"Your details: {json.dumps(arguments)}."
+
+    def _order_fact(self, *order_ids: str) -> str:
+        """The order ids the user knows, in the task's form of details."""
+        if self.user_details == "json":
+            forms = ", ".join(json.dumps({"order_id": order_id}) for order_id in order_ids)
+            return f"The order{'s' if len(order_ids) > 1 else ''}: {forms}."
+        if len(order_ids) == 1:
+            return f"The order id is {order_ids[0]}."
+        return f"The order ids are {', '.join(order_ids[:-1])} and {order_ids[-1]}."
 
     def _orders_with(self, kind: str, predicate: Callable[[Order], bool]) -> list[Order]:
         found = [o for o in self.db.orders.values() if predicate(o) and (kind, o.order_id) not in self.used]

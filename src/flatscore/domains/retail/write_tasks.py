@@ -27,7 +27,7 @@ class WriteTaskKinds(TaskMakerBase):
         return _Draft(
             kind="cancel_pending_order",
             reason=f"You want to cancel your order {order.order_id} ({names}) because {why}.",
-            known=known + [f"The order id is {order.order_id}."],
+            known=known + [self._order_fact(order.order_id)],
             unknown=unknown,
             actions=[
                 ident,
@@ -47,8 +47,7 @@ class WriteTaskKinds(TaskMakerBase):
         return _Draft(
             kind="modify_pending_order_address",
             reason=f"Your order {order.order_id} has not shipped yet and you want it delivered to a different address.",
-            known=known
-            + [f"The order id is {order.order_id}.", f"The new shipping address is {self._address_text(new)}."],
+            known=known + [self._order_fact(order.order_id), f"The new shipping address is {self._address_text(new)}."],
             unknown=unknown,
             actions=[
                 ident,
@@ -97,7 +96,7 @@ class WriteTaskKinds(TaskMakerBase):
             reason=f"For your order {order.order_id} you want to {verb} " + "; and ".join(wants) + ".",
             known=known
             + [
-                f"The order id is {order.order_id}.",
+                self._order_fact(order.order_id),
                 f"Any price difference should go through {_describe_method(method)}.",
             ],
             unknown=unknown,
@@ -132,7 +131,7 @@ class WriteTaskKinds(TaskMakerBase):
         return _Draft(
             kind="return_delivered_order_items",
             reason=f"You received your order {order.order_id} and want to return {names}.",
-            known=known + [f"The order id is {order.order_id}.", f"You want the refund to go to {where}."],
+            known=known + [self._order_fact(order.order_id), f"You want the refund to go to {where}."],
             unknown=unknown,
             actions=[
                 ident,
@@ -173,7 +172,7 @@ class WriteTaskKinds(TaskMakerBase):
         return _Draft(
             kind="modify_pending_order_payment",
             reason=f"You want to pay for your pending order {order.order_id} with {_describe_method(user.payment_methods[pid])} instead.",
-            known=known + [f"The order id is {order.order_id}."],
+            known=known + [self._order_fact(order.order_id)],
             unknown=unknown,
             actions=[
                 ident,
@@ -214,7 +213,7 @@ class WriteTaskKinds(TaskMakerBase):
         return _Draft(
             kind="modify_user_and_order_address",
             reason=f"You moved. You want to update your default address and also have your pending order {order.order_id} shipped to the new address.",
-            known=known + [f"The order id is {order.order_id}.", f"Your new address is {self._address_text(new)}."],
+            known=known + [self._order_fact(order.order_id), f"Your new address is {self._address_text(new)}."],
             unknown=unknown,
             actions=[
                 ident,

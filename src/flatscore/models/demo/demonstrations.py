@@ -20,7 +20,7 @@ from flatscore.agents.stumbling import StumblingAgent, is_slip
 from flatscore.agents.users import ScriptedUser
 from flatscore.domains import domain_class, load_domain
 from flatscore.domains.base import Domain
-from flatscore.domains.generated import generated_ids, generated_task_kinds
+from flatscore.domains.generated import generated_ids, generated_task_kinds, generated_user_details
 from flatscore.domains.retail.db_builder import IDENTITY_SHAPES as RETAIL_IDENTITY_SHAPES
 from flatscore.engine.episode import Episode, EpisodeSettings
 from flatscore.engine.runner import drive
@@ -112,6 +112,7 @@ def build_demonstrations(
         n_tasks = len(domain.tasks())
         ids = generated_ids(data)  # the extra databases have the eval data's id shapes and task kinds
         task_kinds = generated_task_kinds(data)
+        user_details = generated_user_details(data)  # and the same form of the user's details
         # made-up names and zips where the domain's generator has them (retail); the pool elsewhere
         cls = domain_class(name)
         identities = augment_identities if augment_identities in cls.IDENTITY_SHAPES else "pool"
@@ -125,6 +126,7 @@ def build_demonstrations(
                     ids=ids,
                     task_kinds=task_kinds,
                     identities=identities,
+                    user_details=user_details,
                 )
                 extra = expert_conversations(
                     load_domain(name, path), split, expert_cls, prompter, slip_rate, answer_form
