@@ -98,7 +98,9 @@ def test_the_scripted_user_adds_nothing_to_the_commands(tmp_path):
     scripted = copy.deepcopy(STUDY)
     scripted["user"] = {"kind": "scripted"}
     jobs = planned(tmp_path, scripted)
-    assert not any("--user" in cmd for cmd in jobs.values())
+    # the user simulator's flags (--user, --user-model, ...), not the data's --user-details
+    assert not any(re.search(r"--user(?!-details)", cmd) for cmd in jobs.values())
+    assert any("--user-details prose" in cmd for cmd in jobs.values())  # the needle would see it
     assert not any(rule == "serve_user" for rule, _ in jobs)
 
 
