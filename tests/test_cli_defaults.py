@@ -89,3 +89,31 @@ def test_augment_seed_shown_in_help_is_the_one_used() -> None:
     from flatscore.models.demo.demonstrations import AUGMENT_SEED0 as used
 
     assert shown == used
+
+
+#: (command and its required arguments, option dest, path of the config key whose enum it takes)
+ENUMERATED = [
+    (["generate-domain", "--domain", "retail", "--out", "x"], "ids", ("domains", "*", "ids")),
+    (["generate-domain", "--domain", "retail", "--out", "x"], "identities", ("domains", "*", "identities")),
+    (["generate-domain", "--domain", "retail", "--out", "x"], "user_details", ("domains", "*", "user_details")),
+    (["demos", "--domain", "retail=x", "--out", "x"], "augment_identities", ("models", "*", "augment_identities")),
+    (["demos", "--domain", "retail=x", "--out", "x"], "answer_form", ("models", "*", "answer_form")),
+    (["train-demo", "--demos", "x", "--out", "x"], "size", ("models", "*", "size")),
+    (["episodes", "--domain", "retail", "--out", "x"], "user", ("user", "kind")),
+]
+
+
+@pytest.mark.parametrize("argv, dest, path", ENUMERATED, ids=[f"{a[0]}.{d}" for a, d, _ in ENUMERATED])
+def test_cli_choices_are_the_schemas_enum(argv: list[str], dest: str, path: tuple) -> None:
+    """Read from the schema file here, not through flatscore.config_defaults: every value the config
+    accepts, the option accepts, and a value outside the enum makes the parser exit."""
+    import yaml
+
+    node = yaml.safe_load(SCHEMA.read_text())
+    for key in path:
+        node = node["additionalProperties"] if key == "*" else node["properties"][key]
+    flag = "--" + dest.replace("_", "-")
+    for value in node["enum"]:
+        assert getattr(build_parser().parse_args([*argv, flag, value]), dest) == value
+    with pytest.raises(SystemExit):
+        build_parser().parse_args([*argv, flag, "not-a-choice"])

@@ -47,12 +47,8 @@ def _resolve(node: dict[str, Any]) -> dict[str, Any]:
     return node
 
 
-def schema_default(*path: str) -> Any:
-    """The default the schema gives the config key at ``path`` (``ANY_KEY`` for a map's entries).
-
-    Raises KeyError naming the path where the schema has no such key or no default for it:
-    a CLI option that claims a config default must have one there.
-    """
+def _schema_node(path: tuple[str, ...]) -> dict[str, Any]:
+    """The schema's node for the config key at ``path``; KeyError naming the path where it has none."""
     node = _resolve(config_schema())
     for depth, step in enumerate(path):
         if step == ANY_KEY:
@@ -62,6 +58,25 @@ def schema_default(*path: str) -> Any:
         if not isinstance(child, dict):
             raise KeyError(f"config schema has no key {'.'.join(path[: depth + 1])}")
         node = _resolve(child)
+    return node
+
+
+def schema_default(*path: str) -> Any:
+    """The default the schema gives the config key at ``path`` (``ANY_KEY`` for a map's entries).
+
+    Raises KeyError naming the path where the schema has no such key or no default for it:
+    a CLI option that claims a config default must have one there.
+    """
+    node = _schema_node(path)
     if "default" not in node:
         raise KeyError(f"config schema gives {'.'.join(path)} no default")
     return node["default"]
+
+
+def schema_choices(*path: str) -> list[Any]:
+    """The values the schema allows the config key at ``path`` (its ``enum``), for a CLI option's
+    ``choices``: written once, like the default. KeyError naming the path where it has no enum."""
+    node = _schema_node(path)
+    if "enum" not in node:
+        raise KeyError(f"config schema gives {'.'.join(path)} no enum")
+    return list(node["enum"])

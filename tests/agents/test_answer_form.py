@@ -62,8 +62,8 @@ def test_quoted_demonstrations_differ_only_in_their_answers(tmp_path):
 
 
 def test_the_schema_and_the_cli_take_exactly_the_experts_forms():
-    """The schema's enum and the CLI's choices are copies (the CLI does not import the agents at
-    start-up); they must not drift from :data:`ANSWER_FORMS`."""
+    """The schema's enum (which the CLI's choices are read from) is a copy of :data:`ANSWER_FORMS`
+    (the CLI does not import the agents at start-up); neither may drift from it."""
     from pathlib import Path
 
     import yaml

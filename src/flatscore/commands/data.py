@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from flatscore.commands.arguments import CLIError, positive_int
-from flatscore.config_defaults import ANY_KEY, schema_default
+from flatscore.config_defaults import ANY_KEY, schema_choices, schema_default
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -18,19 +18,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     gen.add_argument("--eval-fraction", type=float, default=0.3)
     gen.add_argument(
         "--ids",
-        choices=["tau2", "short"],
+        choices=schema_choices("domains", ANY_KEY, "ids"),
         default=schema_default("domains", ANY_KEY, "ids"),
         help="id shapes: tau2-bench's (10-digit item ids...) or 3-digit ones (one token each for the demo model)",
     )
     gen.add_argument(
         "--identities",
-        choices=["pool", "open"],
+        choices=schema_choices("domains", ANY_KEY, "identities"),
         default=schema_default("domains", ANY_KEY, "identities"),
         help="customers' names and zips (retail only): from the generator's lists, or made up",
     )
     gen.add_argument(
         "--user-details",
-        choices=["prose", "json"],
+        choices=schema_choices("domains", ANY_KEY, "user_details"),
         default=schema_default("domains", ANY_KEY, "user_details"),
         help="how each task tells the user their details and order id (retail only): prose, or as the call takes them",
     )

@@ -11,7 +11,7 @@ from typing import Any
 
 from flatscore.commands.arguments import CLIError, noise_rates, non_negative_int, positive_int
 from flatscore.commands.serving import add_server_arguments, checked_server, server_options
-from flatscore.config_defaults import ANY_KEY, schema_default
+from flatscore.config_defaults import ANY_KEY, schema_choices, schema_default
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -115,7 +115,7 @@ def add_user_arguments(ep: argparse.ArgumentParser) -> None:
     """The user simulator's options (config ``user``): one user for every arm of a study."""
     ep.add_argument(
         "--user",
-        choices=["scripted", "llm"],
+        choices=schema_choices("user", "kind"),
         default=schema_default("user", "kind"),
         help="user simulator: scripted (the demo protocol) or llm (a model on an OpenAI-compatible server)",
     )

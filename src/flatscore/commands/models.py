@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from flatscore.commands.arguments import positive_int
-from flatscore.config_defaults import ANY_KEY, schema_default
+from flatscore.config_defaults import ANY_KEY, schema_choices, schema_default
 from flatscore.models.schemes import SCHEMES
 
 #: Where the seeds of ``--augment-dbs`` databases start (kept in models.demo.demonstrations, whose
@@ -39,14 +39,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--augment-identities",
-        choices=["pool", "open"],
+        choices=schema_choices("models", ANY_KEY, "augment_identities"),
         default=schema_default("models", ANY_KEY, "augment_identities"),
         help="the augmented retail databases' customer names and zips: from the generator's lists "
         "(pool) or made up (open), so that names are copied, not guessed",
     )
     p.add_argument(
         "--answer-form",
-        choices=["plain", "quoted"],
+        choices=schema_choices("models", ANY_KEY, "answer_form"),
         default=schema_default("models", ANY_KEY, "answer_form"),
         help="how the expert says a value the task asks for: the value alone (plain) or as the tool "
         "result writes it, from its field's key on (quoted: '\"amount\":84.1')",
@@ -64,7 +64,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("train-demo", help="train the demo tool-calling model from expert demonstrations")
     p.add_argument("--demos", required=True, help="conversations .jsonl from 'flatscore demos'")
     p.add_argument("--out", required=True, help="model folder (Hugging Face layout)")
-    p.add_argument("--size", choices=["tiny", "default"], default=schema_default("models", ANY_KEY, "size"))
+    p.add_argument(
+        "--size", choices=schema_choices("models", ANY_KEY, "size"), default=schema_default("models", ANY_KEY, "size")
+    )
     p.add_argument("--seed", type=int, default=schema_default("models", ANY_KEY, "seed"))
     p.add_argument(
         "--steps",
