@@ -14,6 +14,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from flatscore.config_defaults import ANY_KEY, schema_default
 from flatscore.gguf_header import (
     CHAT_TEMPLATE_KEY,
     GGUFHeaderError,
@@ -72,8 +73,8 @@ def file_problems(config: Mapping[str, Any]) -> Iterator[str]:
         yield f"config: results: {results} cannot be written (expected a folder this user may create or write)"
 
 
-#: The domain keys only retail's synthetic generator has, each with its value that every domain has.
-RETAIL_ONLY = {"task_kinds": None, "identities": "pool", "user_details": "prose"}
+#: The domain keys only retail's synthetic generator has; their schema defaults are what every domain has.
+RETAIL_ONLY = ("task_kinds", "identities", "user_details")
 
 
 def domain_problems(config: Mapping[str, Any]) -> Iterator[str]:
@@ -82,8 +83,10 @@ def domain_problems(config: Mapping[str, Any]) -> Iterator[str]:
     from its fault list, and tau2's data is what it is)."""
     for name, spec in (config.get("domains") or {}).items():
         spec = spec or {}
-        chosen = [key for key, usual in RETAIL_ONLY.items() if spec.get(key, usual) != usual]
-        for key in chosen:
+        for key in RETAIL_ONLY:
+            usual = schema_default("domains", ANY_KEY, key)
+            if spec.get(key, usual) == usual:
+                continue
             if name != "retail":
                 yield f"config: domains.{name}.{key}: only retail's generator has {key} (expected no {key} here)"
             elif spec.get("source") != "synthetic":
